@@ -1,0 +1,3 @@
+"""Params models and registrations of every stage kind (pydantic only: no Spark here)."""
+
+from dagspec.kinds import generic  # noqa: F401  (registers on import)

@@ -1,0 +1,1 @@
+"""Stage functions: pure functions of (inputs, params, context) over Spark DataFrames."""
