@@ -187,7 +187,7 @@ register(
 class ExportParams(StageParams):
     """Write a table to a fixed path under storage.root, replacing the previous export atomically."""
 
-    format: Literal["parquet", "csv"] = "parquet"
+    format: Literal["parquet", "csv", "libsvm", "vw"] = "parquet"
     path: str
     partitions: int | None = Field(default=None, ge=1)
     header: bool = True
@@ -204,7 +204,7 @@ register(
         params=ExportParams,
         function="dagspec.stages.generic:export",
         version="1",
-        description="Write a table to a stable path (Parquet with a partition count, or CSV).",
+        description="Write a table to a stable path (Parquet with a partition count, CSV, LibSVM or VW text).",
         inputs={"data": InputRole()},
         outputs={},
     )

@@ -162,6 +162,10 @@ def export(inputs: Inputs, params: ExportParams, ctx: StageContext) -> dict[str,
     writer = df.write.mode("errorifexists")
     if params.format == "parquet":
         writer.parquet(tmp)
+    elif params.format in ("libsvm", "vw"):
+        from dagspec.stages.ctr_export import write_text_format
+
+        write_text_format(df, tmp, params.format)
     else:
         writer.csv(tmp, header=params.header)
     fs = HadoopFS(ctx.spark, target)

@@ -1,0 +1,297 @@
+"""Kind ``train_xgboost``: single node from the Parquet shards, or ``xgboost.spark`` over N tasks.
+
+Both modes checkpoint the booster every ``checkpoint_every`` rounds into the stage's scratch
+directory (which survives a killed attempt of the same fingerprint) and, when a checkpoint is
+there, continue from it (``xgb_model``) for the remaining rounds only.
+
+Missing values: hashed features are sparse vectors whose absent entries are missing (XGBoost's
+``missing=0``, the only value ``xgboost.spark``'s sparse path accepts, so both modes and inference
+agree); as_is columns use NaN for nulls, so a real 0 stays a value.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dagspec.errors import StageFailedError
+from dagspec.stages.ctr_resources import ResourceMonitor
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from dagspec.kinds.ctr import TrainXGBoostParams
+    from dagspec.runtime import StageContext
+
+log = logging.getLogger("dagspec.stage")
+CHECKPOINT = "booster.ubj"
+ARTIFACT = "booster.json"
+SPARK_MODEL = "spark_model"
+
+
+def train_xgboost(inputs: Mapping[str, Any], params: TrainXGBoostParams, ctx: StageContext) -> dict[str, DataFrame]:
+    """Train, checkpointing as it goes; writes ``model/booster.json`` (+ ``spark_model/``) and model.json."""
+    train = inputs["train"]
+    validation = inputs.get("validation")
+    meta = feature_meta(train, params.label_col, params.features_col)
+    scratch = ctx.scratch_dir("xgboost")
+    init, start_round = load_checkpoint(scratch / CHECKPOINT)
+    if start_round:
+        log.info("resuming XGBoost from the checkpoint at round %d of %d", start_round, params.num_round)
+    out = ctx.local_output_dir("model")
+    with ResourceMonitor() as monitor:
+        if params.workers == 1:
+            booster, history = _train_single_node(ctx, params, meta, init, start_round, scratch, validation is not None)
+        else:
+            booster, history = _train_spark(ctx.spark, train, validation, params, meta, init, start_round, scratch, out)
+    booster.save_model(str(out / ARTIFACT))
+    resources = monitor.summary()
+    model_json = {
+        "flavor": "xgboost",
+        "artifact": ARTIFACT,
+        "features_col": meta["features_col"],
+        "label_col": params.label_col,
+        "input_columns": meta["input_columns"],
+        "input_shapes": {meta["features_col"] or "columns": [meta["num_features"]]},
+        "num_features": meta["num_features"],
+        "missing": meta["missing"],
+        "classes": [0, 1],
+        "task": "binary",
+        "params": {**params.booster_params(), "num_round": params.num_round, "workers": params.workers},
+        "mode": "single_node" if params.workers == 1 else "spark",
+        "spark_model": SPARK_MODEL if params.workers > 1 else None,
+        "rounds": booster.num_boosted_rounds(),
+        "resumed_from_round": start_round,
+        **resources,
+    }
+    (out / "model.json").write_text(json.dumps(model_json, indent=2))
+    ctx.metrics.update(
+        {
+            "resumed_from_round": start_round,
+            "rounds": booster.num_boosted_rounds(),
+            "checkpoint_every": params.checkpoint_every,
+            "mode": model_json["mode"],
+            **{k: v for k, v in resources.items() if k != "resource_scope"},
+        }
+    )
+    if history:
+        ctx.metrics["final_logloss"] = {name: values[-1] for name, values in history.items()}
+    return {}
+
+
+def feature_meta(df: DataFrame, label_col: str, features_col: str | None) -> dict[str, Any]:
+    """Vector column (hashed) or numeric columns (as_is); the default is what ctr_features writes."""
+    from pyspark.ml.linalg import VectorUDT
+    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+
+    if label_col not in df.columns:
+        raise StageFailedError(f"no label column {label_col!r} in the training data (columns: {df.columns})")
+    vector_cols = [f.name for f in df.schema.fields if isinstance(f.dataType, VectorUDT)]
+    if features_col is None and vector_cols:
+        features_col = vector_cols[0]
+    if features_col is not None:
+        if features_col not in vector_cols:
+            raise StageFailedError(f"features_col {features_col!r} is not a vector column (vectors: {vector_cols})")
+        first = df.select(
+            F.unwrap_udt(features_col)["size"].alias("n"), F.size(F.unwrap_udt(features_col)["values"]).alias("v")
+        ).first()
+        if first is None:
+            raise StageFailedError("the training data is empty")
+        size = first["n"] if first["n"] is not None else first["v"]
+        return {
+            "features_col": features_col,
+            "input_columns": [features_col],
+            "num_features": int(size),
+            "missing": 0.0,
+        }
+    columns = [f.name for f in df.schema.fields if f.name != label_col and f.dataType.typeName() in _NUMERIC]
+    others = [f.name for f in df.schema.fields if f.name != label_col and f.name not in columns]
+    if others:
+        raise StageFailedError(f"as_is training needs numeric columns only; not numeric: {others}")
+    return {"features_col": None, "input_columns": columns, "num_features": len(columns), "missing": float("nan")}
+
+
+_NUMERIC = {"byte", "short", "integer", "long", "float", "double", "decimal"}
+
+
+def load_checkpoint(path: Path) -> tuple[Any, int]:
+    """The booster saved by a killed attempt, and its number of rounds (None, 0 without one)."""
+    if not path.exists():
+        return None, 0
+    import xgboost as xgb
+
+    booster = xgb.Booster(model_file=str(path))
+    return booster, booster.num_boosted_rounds()
+
+
+def checkpoint_callback(path: Path, every: int) -> Any:
+    """An XGBoost callback saving the booster every ``every`` rounds, atomically (tmp + rename).
+
+    Under xgboost.spark every worker runs it; only rank 0 writes. The round count comes from the
+    booster itself, so it stays right when training continues from a checkpoint.
+    """
+    import xgboost as xgb
+
+    class SaveEvery(xgb.callback.TrainingCallback):
+        def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+            rounds = model.num_boosted_rounds()
+            if rounds % every == 0 and xgb.collective.get_rank() == 0:
+                tmp = path.with_suffix(f".tmp-{os.getpid()}.ubj")
+                model.save_model(str(tmp))
+                os.replace(tmp, path)
+            return False
+
+    return SaveEvery()
+
+
+def _parquet_files(path: str) -> list[str]:
+    local = path.removeprefix("file://")
+    files = sorted(str(p) for p in Path(local).glob("*.parquet"))
+    if not files:
+        raise StageFailedError(f"no Parquet files under {path}")
+    return files
+
+
+def _arrow_iter(files: list[str], meta: dict[str, Any], label_col: str, batch_rows: int) -> Any:
+    """An xgboost.DataIter over Arrow record batches of the Parquet shards (nothing via Spark)."""
+    import pyarrow.dataset as ds
+    import xgboost as xgb
+
+    from dagspec.stages.ctr_arrow import features_of
+
+    columns = [label_col, *meta["input_columns"]]
+
+    class ParquetBatches(xgb.DataIter):
+        def __init__(self) -> None:
+            self._dataset = ds.dataset(files, format="parquet")
+            self._batches: Any = None
+            super().__init__(release_data=True)
+
+        def reset(self) -> None:
+            self._batches = None
+
+        def next(self, input_data: Any) -> bool:
+            if self._batches is None:
+                self._batches = self._dataset.to_batches(columns=columns, batch_size=batch_rows)
+            for batch in self._batches:
+                if batch.num_rows:
+                    label = batch.column(label_col).to_numpy(zero_copy_only=False).astype("float32")
+                    input_data(data=features_of(batch, meta), label=label)
+                    return True
+            return False
+
+    return ParquetBatches()
+
+
+def _train_single_node(
+    ctx: StageContext,
+    params: TrainXGBoostParams,
+    meta: dict[str, Any],
+    init: Any,
+    start_round: int,
+    scratch: Path,
+    has_validation: bool,
+) -> tuple[Any, dict[str, list[float]]]:
+    import xgboost as xgb
+
+    train_files = _parquet_files(ctx.stage.inputs["train"].path)
+    dtrain = xgb.QuantileDMatrix(
+        _arrow_iter(train_files, meta, params.label_col, params.batch_rows),
+        max_bin=params.max_bin,
+        missing=meta["missing"],
+    )
+    evals = [(dtrain, "train")]
+    if has_validation:
+        val_files = _parquet_files(ctx.stage.inputs["validation"].path)
+        dval = xgb.QuantileDMatrix(
+            _arrow_iter(val_files, meta, params.label_col, params.batch_rows), ref=dtrain, missing=meta["missing"]
+        )
+        evals.append((dval, "validation"))
+    booster_params = {**params.booster_params(), "nthread": params.nthread or os.cpu_count() or 1}
+    history: dict[str, dict[str, list[float]]] = {}
+    remaining = params.num_round - start_round
+    if remaining <= 0:
+        return init, {}
+    booster = xgb.train(
+        booster_params,
+        dtrain,
+        num_boost_round=remaining,
+        evals=evals,
+        evals_result=history,
+        verbose_eval=False,
+        xgb_model=init,
+        callbacks=[checkpoint_callback(scratch / CHECKPOINT, params.checkpoint_every)],
+    )
+    return booster, {name: [float(v) for v in h["logloss"]] for name, h in history.items()}
+
+
+def task_slots(spark: SparkSession) -> int:
+    """Tasks Spark can run at once: cores (local[N] or executors) over spark.task.cpus."""
+    sc = spark.sparkContext
+    task_cpus = int(sc.getConf().get("spark.task.cpus", "1"))
+    return max(1, sc.defaultParallelism // task_cpus)
+
+
+def _train_spark(
+    spark: SparkSession,
+    train: DataFrame,
+    validation: DataFrame | None,
+    params: TrainXGBoostParams,
+    meta: dict[str, Any],
+    init: Any,
+    start_round: int,
+    scratch: Path,
+    out: Path,
+) -> tuple[Any, dict[str, list[float]]]:
+    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+    from xgboost.spark import SparkXGBClassifier
+
+    slots = task_slots(spark)
+    if params.workers > slots:
+        # xgboost.spark runs its workers as one barrier stage: with fewer slots it only logs a
+        # warning and waits for ever
+        raise StageFailedError(
+            f"workers: {params.workers} needs {params.workers} concurrent Spark task slots but the session has "
+            f"{slots} (master {spark.sparkContext.master}); lower workers or give the job more executor cores"
+        )
+    remaining = params.num_round - start_round
+    if remaining <= 0:
+        return init, {}
+    vector = meta["features_col"] is not None
+    data = train
+    extra: dict[str, Any] = {}
+    if validation is not None:
+        data = train.withColumn("_is_validation", F.lit(False)).unionByName(
+            validation.withColumn("_is_validation", F.lit(True))
+        )
+        extra["validation_indicator_col"] = "_is_validation"
+    classifier = SparkXGBClassifier(
+        features_col=meta["features_col"] if vector else meta["input_columns"],
+        label_col=params.label_col,
+        num_workers=params.workers,
+        n_estimators=remaining,
+        booster=params.booster,
+        max_depth=params.max_depth,
+        learning_rate=params.eta,
+        gamma=params.gamma,
+        subsample=params.subsample,
+        colsample_bytree=params.colsample_bytree,
+        min_child_weight=params.min_child_weight,
+        reg_alpha=params.alpha,
+        reg_lambda=params.lambda_,
+        tree_method=params.tree_method,
+        max_bin=params.max_bin,
+        random_state=params.seed,
+        missing=meta["missing"],
+        enable_sparse_data_optim=vector,
+        xgb_model=init,
+        callbacks=[checkpoint_callback(scratch / CHECKPOINT, params.checkpoint_every)],
+        **extra,
+    )
+    model = classifier.fit(data)
+    model.write().overwrite().save(str(out / SPARK_MODEL))
+    return model.get_booster(), {}

@@ -1,0 +1,90 @@
+"""train_xgboost in both modes on the real Criteo sample, inference through model_xgboost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dagspec.errors import StageFailedError
+from tests.conftest import CRITEO_SAMPLE
+from tests.helpers import load_and_run, manifest, write_spec
+
+pytestmark = pytest.mark.spark
+
+SMALL = "num_round: 12, checkpoint_every: 5, min_child_weight: 1, lambda: 1, gamma: 0"
+
+
+def _spec(tmp_path: Path, train_params: str) -> Path:
+    return write_spec(
+        tmp_path / "pipelines",
+        f"""
+        stages:
+          raw: {{kind: read, params: {{format: criteo, path: "{CRITEO_SAMPLE}"}}}}
+          hashed: {{kind: ctr_features, inputs: {{data: raw}}, params: {{mode: hashed, hash_bits: 12, log1p: true}}}}
+          as_is: {{kind: ctr_features, inputs: {{data: raw}}, params: {{mode: as_is}}}}
+          {train_params}
+        """,
+    )
+
+
+def _model_dir(stage) -> Path:
+    return Path(stage.output_path("model"))
+
+
+def _predict(spark, stage, data_stage) -> tuple[dict, object]:
+    from dagspec.stages.model_xgboost import transform
+
+    meta = json.loads((_model_dir(stage) / "model.json").read_text())
+    df = spark.read.parquet(data_stage.output_path("data"))
+    return meta, transform(spark, str(_model_dir(stage)), meta, df, ["label"])
+
+
+def test_single_node_hashed_and_as_is_match_python_xgboost(spark, home, tmp_path: Path) -> None:
+    import xgboost as xgb
+
+    spec = _spec(
+        tmp_path,
+        f"""
+          xgb_h: {{kind: train_xgboost, inputs: {{train: hashed}}, params: {{{SMALL}}}}}
+          xgb_a: {{kind: train_xgboost, inputs: {{train: as_is, validation: as_is}}, params: {{{SMALL}}}}}
+        """,
+    )
+    plan = load_and_run(spark, spec)
+    for name, data in (("xgb_h", "hashed"), ("xgb_a", "as_is")):
+        meta, predictions = _predict(spark, plan[name], plan[data])
+        assert meta["flavor"] == "xgboost" and meta["rounds"] == 12 and meta["resumed_from_round"] == 0
+        assert meta["train_time_s"] > 0 and meta["peak_memory_mb"] > 0 and meta["cpu_load"] >= 0
+        rows = predictions.collect()
+        assert len(rows) == 1000
+        probs = np.array([r["probability"] for r in rows])
+        np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-9)
+        assert {r["prediction"] for r in rows} <= {0, 1}
+        # the committed booster, loaded by plain xgboost, scores the same rows the same way
+        booster = xgb.Booster(model_file=str(_model_dir(plan[name]) / meta["artifact"]))
+        assert booster.num_boosted_rounds() == 12
+        labels = np.array([r["label"] for r in rows])
+        auc_like = probs[labels == 1, 1].mean() - probs[labels == 0, 1].mean()
+        assert auc_like > 0  # the model learnt something on its own training data
+    assert meta["features_col"] is None and len(meta["input_columns"]) == 39
+    m = manifest(plan["xgb_a"])
+    assert set(m["metrics"]["final_logloss"]) == {"train", "validation"}
+    hashed_meta = json.loads((_model_dir(plan["xgb_h"]) / "model.json").read_text())
+    assert hashed_meta["features_col"] == "features" and hashed_meta["num_features"] == 4096
+
+
+def test_spark_mode_trains_and_saves_the_spark_model(spark, home, tmp_path: Path) -> None:
+    spec = _spec(tmp_path, f"xgb: {{kind: train_xgboost, inputs: {{train: hashed}}, params: {{workers: 2, {SMALL}}}}}")
+    plan = load_and_run(spark, spec)
+    meta, predictions = _predict(spark, plan["xgb"], plan["hashed"])
+    assert meta["mode"] == "spark" and meta["rounds"] == 12
+    assert (_model_dir(plan["xgb"]) / "spark_model" / "metadata").exists()
+    assert predictions.count() == 1000
+
+
+def test_spark_mode_refuses_more_workers_than_task_slots(spark, home, tmp_path: Path) -> None:
+    spec = _spec(tmp_path, f"xgb: {{kind: train_xgboost, inputs: {{train: as_is}}, params: {{workers: 3, {SMALL}}}}}")
+    with pytest.raises(StageFailedError, match=r"workers: 3 needs 3 concurrent Spark task slots but the session has 2"):
+        load_and_run(spark, spec)
