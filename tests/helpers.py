@@ -20,7 +20,9 @@ def write_spec(folder: Path, text: str, name: str = "pipe.yaml") -> Path:
     return path
 
 
-def run_pipeline_in_process(spark: Any, spec: PipelineSpec, params: dict[str, Any] | None = None) -> dict[str, ResolvedStage]:
+def run_pipeline_in_process(
+    spark: Any, spec: PipelineSpec, params: dict[str, Any] | None = None
+) -> dict[str, ResolvedStage]:
     """Run every stage in order in this process's SparkSession (no Airflow); returns the plan."""
     plan = resolve_pipeline(spec, default_context(spec, params))
     for stage in plan.values():

@@ -53,7 +53,9 @@ def test_a_change_in_an_independent_branch_leaves_the_other_alone(spec) -> None:
 
 
 def test_rendered_params_are_validated_and_paths_resolved(spec) -> None:
-    plan = resolve_pipeline(spec, default_context(spec, {"fraction": 0.25}), home=Path("/project"), storage_root="/store")
+    plan = resolve_pipeline(
+        spec, default_context(spec, {"fraction": 0.25}), home=Path("/project"), storage_root="/store"
+    )
     split = plan["split"]
     assert split.params["fractions"] == {"train": 0.75, "test": 0.25}
     assert split.checkpoint_dir == f"/store/pipe/split/{split.fingerprint}"

@@ -30,10 +30,22 @@ def test_valid_spec_gets_defaults_and_its_file_stem_as_dag_id() -> None:
 @pytest.mark.parametrize(
     ("fixture", "expected"),
     [
-        ("bad_type.yaml", "pipelines/bad_type.yaml:10:13: stages.balanced.params.seed: Input should be a valid integer"),
-        ("duplicate_key.yaml", "pipelines/duplicate_key.yaml:5:3: stages.raw: duplicate key 'raw' (first defined on line 2)"),
-        ("unknown_kind.yaml", "pipelines/unknown_kind.yaml:3:11: stages.raw.kind: unknown stage kind 'reed' (did you mean 'read'?)"),
-        ("unknown_input.yaml", "pipelines/unknown_input.yaml:7:20: stages.balanced.inputs.data: unknown stage 'rwa' (did you mean 'raw'?)"),
+        (
+            "bad_type.yaml",
+            "pipelines/bad_type.yaml:10:13: stages.balanced.params.seed: Input should be a valid integer",
+        ),
+        (
+            "duplicate_key.yaml",
+            "pipelines/duplicate_key.yaml:5:3: stages.raw: duplicate key 'raw' (first defined on line 2)",
+        ),
+        (
+            "unknown_kind.yaml",
+            "pipelines/unknown_kind.yaml:3:11: stages.raw.kind: unknown stage kind 'reed' (did you mean 'read'?)",
+        ),
+        (
+            "unknown_input.yaml",
+            "pipelines/unknown_input.yaml:7:20: stages.balanced.inputs.data: unknown stage 'rwa' (did you mean 'raw'?)",
+        ),
         ("cycle.yaml", "pipelines/cycle.yaml:4:13: stages.a.inputs: cycle between stages: a -> b -> c -> a"),
         ("output_of_single.yaml", "stage 'raw' has a single output; refer to it as 'raw', not 'raw.train'"),
         ("path_escape.yaml", "pipelines/path_escape.yaml:8:20: stages.out.params.path: must stay inside storage.root"),

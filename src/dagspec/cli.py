@@ -263,7 +263,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     log_dir = home / ".dagspec" / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{spec.dag_id}-{time.strftime('%Y%m%dT%H%M%S')}.log"
-    print(f"running {spec.dag_id} ({len(spec.stages)} stages) through `airflow dags test`; log: {_display(log_path, home)}")
+    print(
+        f"running {spec.dag_id} ({len(spec.stages)} stages) through `airflow dags test`; log: {_display(log_path, home)}"
+    )
     started = time.time()
     with log_path.open("w") as log:
         cmd = ["dags", "test", spec.dag_id, "--conf", json.dumps(overrides)]

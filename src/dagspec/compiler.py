@@ -39,9 +39,7 @@ def _as_datetime(value: dt.date | dt.datetime | None) -> dt.datetime | None:
 
 
 def _params(spec: PipelineSpec) -> dict[str, Param]:
-    params = {
-        name: Param(p.default, description=p.description, **p.json_schema()) for name, p in spec.params.items()
-    }
+    params = {name: Param(p.default, description=p.description, **p.json_schema()) for name, p in spec.params.items()}
     params.setdefault(
         FORCE_PARAM,
         Param(False, type="boolean", description="Recompute every stage even if its checkpoint exists"),

@@ -20,7 +20,16 @@ from dagspec.errors import ConnectionMissingError, DagspecError
 from dagspec.plan import checkpoint_exists, resolve_pipeline
 from dagspec.spec import FORCE_PARAM, PipelineSpec
 
-TEMPLATE_KEYS = ("ds", "ds_nodash", "ts", "ts_nodash", "run_id", "logical_date", "data_interval_start", "data_interval_end")
+TEMPLATE_KEYS = (
+    "ds",
+    "ds_nodash",
+    "ts",
+    "ts_nodash",
+    "run_id",
+    "logical_date",
+    "data_interval_start",
+    "data_interval_end",
+)
 
 
 def template_context(context: Any) -> dict[str, Any]:
@@ -60,7 +69,9 @@ class DagspecStageOperator(SparkSubmitOperator):
         stage = plan[self.stage_name]
         force = is_true(context["params"].get(FORCE_PARAM, False))
         if not force and checkpoint_exists(stage):
-            self.log.info("checkpoint hit: %s (fingerprint %s); nothing to run", stage.checkpoint_dir, stage.fingerprint)
+            self.log.info(
+                "checkpoint hit: %s (fingerprint %s); nothing to run", stage.checkpoint_dir, stage.fingerprint
+            )
             return stage.checkpoint_dir
         self.log.info("running %s (%s) -> %s", stage.name, stage.kind, stage.checkpoint_dir)
         self._check_connection()

@@ -10,7 +10,7 @@ import difflib
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -22,7 +22,7 @@ class StageParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class IOType(str, Enum):
+class IOType(StrEnum):
     """What travels along an edge: a Parquet table or a directory of files (a model, plots)."""
 
     TABLE = "table"
@@ -43,7 +43,8 @@ class KindDef:
 
     ``outputs`` maps output names to their type; when the names depend on params (``split``), set
     ``outputs_from_params`` instead. The first output is the default one (``stage`` alone refers to
-    it). ``any_inputs`` lets a kind take arbitrary table roles (``sql``).
+    it). ``any_inputs`` lets a kind take arbitrary roles (``sql``); ``any_inputs_type``, when set,
+    is the type every such role must have (``compare`` reads only files outputs).
     """
 
     name: str
@@ -55,6 +56,7 @@ class KindDef:
     outputs: Mapping[str, IOType] = field(default_factory=lambda: {"data": IOType.TABLE})
     outputs_from_params: Callable[[Any], Mapping[str, IOType]] | None = None
     any_inputs: bool = False
+    any_inputs_type: IOType | None = None
 
     def output_types(self, params: StageParams | None) -> Mapping[str, IOType]:
         """Output names and types for these params (None: params not known until run time)."""

@@ -181,7 +181,11 @@ def run_stage(spark: SparkSession, stage: ResolvedStage) -> dict[str, Any]:
         "duration_s": round(duration, 3),
         "driver_cpu_s": round(_cpu_seconds() - cpu0, 3),
         "driver_peak_rss_mb": round(_peak_rss_mb(), 1),
-        "spark": {"master": spark.sparkContext.master, "version": spark.version, "app_id": spark.sparkContext.applicationId},
+        "spark": {
+            "master": spark.sparkContext.master,
+            "version": spark.version,
+            "app_id": spark.sparkContext.applicationId,
+        },
         "metrics": context.metrics,
     }
     fs.write_text(f"{work_dir}/{MANIFEST}", json.dumps(manifest, indent=2, sort_keys=True, default=str))

@@ -180,9 +180,7 @@ class PipelineSpec(_Model):
         from croniter import croniter  # an Airflow dependency, pure Python
 
         if not croniter.is_valid(schedule):
-            raise ValueError(
-                f"expected a cron expression, one of {sorted(SCHEDULE_PRESETS)} or null, got {schedule!r}"
-            )
+            raise ValueError(f"expected a cron expression, one of {sorted(SCHEDULE_PRESETS)} or null, got {schedule!r}")
         return schedule
 
     @model_validator(mode="after")
@@ -331,8 +329,11 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector) -> None:
             loc: Location = ("stages", name, "inputs", role)
             if kind is not None and not kind.any_inputs and role not in kind.inputs:
                 expected = ", ".join(kind.inputs) or "none"
-                issues.add(loc, f"kind {kind.name!r} has no input {role!r}{suggest(role, list(kind.inputs))}; "
-                           f"expected: {expected}", at_key=True)
+                issues.add(
+                    loc,
+                    f"kind {kind.name!r} has no input {role!r}{suggest(role, list(kind.inputs))}; expected: {expected}",
+                    at_key=True,
+                )
                 continue
             _check_reference(spec, name, ref, loc, outputs, _input_role(kind, role), issues)
         if kind is not None:
@@ -340,8 +341,10 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector) -> None:
                 if spec_role.required and role not in stage.inputs:
                     issues.add(("stages", name, "inputs"), f"kind {kind.name!r} needs input {role!r}")
 
-    graph = {name: {parse_ref(r)[0] for r in s.inputs.values() if parse_ref(r)[0] in spec.stages}
-             for name, s in spec.stages.items()}
+    graph = {
+        name: {parse_ref(r)[0] for r in s.inputs.values() if parse_ref(r)[0] in spec.stages}
+        for name, s in spec.stages.items()
+    }
     try:
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as exc:
@@ -380,16 +383,22 @@ def _check_reference(
     if output is None:
         if len(available) > 1:
             names = ", ".join(available)
-            issues.add(loc, f"stage {upstream!r} has several outputs ({names}); name one, e.g. "
-                            f"'{upstream}.{next(iter(available))}'")
+            issues.add(
+                loc,
+                f"stage {upstream!r} has several outputs ({names}); name one, e.g. "
+                f"'{upstream}.{next(iter(available))}'",
+            )
             return
         output = next(iter(available))
     elif len(available) == 1:
         issues.add(loc, f"stage {upstream!r} has a single output; refer to it as {upstream!r}, not {ref!r}")
         return
     elif output not in available:
-        issues.add(loc, f"stage {upstream!r} has no output {output!r}{suggest(output, list(available))}; "
-                        f"outputs: {', '.join(available)}")
+        issues.add(
+            loc,
+            f"stage {upstream!r} has no output {output!r}{suggest(output, list(available))}; "
+            f"outputs: {', '.join(available)}",
+        )
         return
     if role is not None and available[output] != role.type:
         issues.add(loc, f"{ref!r} is {available[output].value} but this input expects {role.type.value}")

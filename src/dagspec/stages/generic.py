@@ -45,7 +45,7 @@ def read_table(spark: SparkSession, path: str, params: ReadParams) -> DataFrame:
     return reader.csv(path, sep=delimiter, header=header, inferSchema=params.schema_ is None)
 
 
-def _home(ctx: StageContext):  # noqa: ANN202 - Path
+def _home(ctx: StageContext):
     from pathlib import Path
 
     return Path(ctx.stage.home)

@@ -9,7 +9,11 @@ CRITEO_COLUMNS = ["label", *CRITEO_INTEGER_COLUMNS, *CRITEO_CATEGORICAL_COLUMNS]
 
 def criteo_ddl() -> str:
     """label int, I1..I13 long, C1..C26 string."""
-    fields = ["label INT"] + [f"{c} BIGINT" for c in CRITEO_INTEGER_COLUMNS] + [f"{c} STRING" for c in CRITEO_CATEGORICAL_COLUMNS]
+    fields = (
+        ["label INT"]
+        + [f"{c} BIGINT" for c in CRITEO_INTEGER_COLUMNS]
+        + [f"{c} STRING" for c in CRITEO_CATEGORICAL_COLUMNS]
+    )
     return ", ".join(fields)
 
 

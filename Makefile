@@ -1,0 +1,43 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+DEMO_SPEC ?= pipelines/ctr_demo.yaml
+PYTEST_ARGS ?=
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+export SPARK_LOCAL_IP ?= 127.0.0.1
+
+.PHONY: bootstrap demo test lint format clean
+
+# The venv is (re)installed when requirements.txt or pyproject.toml change; uv when present, else pip.
+$(STAMP): requirements.txt pyproject.toml
+	@if [ ! -x $(PY) ]; then \
+		if command -v uv >/dev/null 2>&1; then uv venv -q -p python3 $(VENV); else python3 -m venv $(VENV); fi; \
+	fi
+	@if command -v uv >/dev/null 2>&1; then \
+		uv pip install -q --python $(PY) -r requirements.txt -e .; \
+	else \
+		$(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -r requirements.txt -e .; \
+	fi
+	@touch $(STAMP)
+
+bootstrap: $(STAMP)
+
+demo: bootstrap
+	$(VENV)/bin/dagspec run $(DEMO_SPEC)
+
+lint: bootstrap
+	$(VENV)/bin/ruff check src tests dags jobs bench plugins
+	$(VENV)/bin/ruff format --check src tests dags jobs bench plugins
+
+format: bootstrap
+	$(VENV)/bin/ruff format src tests dags jobs bench plugins
+	$(VENV)/bin/ruff check --fix src tests dags jobs bench plugins
+
+test: bootstrap lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf .dagspec spark-warehouse metastore_db derby.log
