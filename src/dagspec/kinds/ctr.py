@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dagspec.registry import InputRole, IOType, KindDef, StageParams, register
 
@@ -205,6 +205,14 @@ class ReportParams(StageParams):
 
     points: dict[str, tuple[str, int]] = Field(default_factory=dict, description="role -> [engine, train size]")
     engines: list[str] | None = Field(default=None, description="only these engines (default: all)")
+
+    @field_validator("engines", mode="before")
+    @classmethod
+    def _engines_from_text(cls, value: object) -> object:
+        # a run param rendered by Jinja arrives as "['xgb', 'lr']"; a plain "xgb, lr" works too
+        if isinstance(value, str):
+            return [name.strip().strip("'\"") for name in value.strip().strip("[]").split(",") if name.strip()]
+        return value
 
     @model_validator(mode="after")
     def _sizes_positive(self) -> ReportParams:

@@ -22,7 +22,7 @@ def write_text_format(
     df: DataFrame, path: str, fmt: str, label_col: str = "label", features_col: str = "features"
 ) -> None:
     """Write ``df`` as LibSVM (``fmt='libsvm'``) or VW (``fmt='vw'``) text files under ``path``."""
-    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+    from pyspark.sql import functions as F
 
     if label_col not in df.columns:
         raise StageFailedError(f"export {fmt}: no label column {label_col!r} (have {df.columns})")

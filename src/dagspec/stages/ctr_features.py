@@ -34,7 +34,7 @@ def hashed_features(df: DataFrame, params: CtrFeaturesParams) -> DataFrame:
     nothing (a missing value is an absent feature, as in the benchmark's VW/LibSVM files).
     """
     from pyspark.ml.feature import FeatureHasher
-    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+    from pyspark.sql import functions as F
 
     def integer(name: str) -> Column:
         value = F.col(name).cast("double")
@@ -64,7 +64,7 @@ def hashed_features(df: DataFrame, params: CtrFeaturesParams) -> DataFrame:
 
 def as_is_features(df: DataFrame, params: CtrFeaturesParams) -> DataFrame:
     """label, I1..I13 as longs, C1..C26 as 32-bit ints (hex parsed, two's complement); nulls stay null."""
-    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+    from pyspark.sql import functions as F
 
     def categorical(name: str) -> Column:
         if dict(df.dtypes)[name] in ("int", "bigint"):

@@ -1,78 +1,76 @@
-"""Inference flavor ``xgboost``: a saved booster applied with ``mapInArrow`` (loaded once per task).
+"""Inference flavor ``xgboost`` (see ``dagspec.stages.model_io`` for the contract).
 
-The booster travels as a broadcast of its JSON bytes, so executors need no access to the model
-directory. Features are rebuilt exactly as in training (``ctr_arrow``): CSR from the unwrapped
-vector column, or a float32 matrix with NaN for nulls.
+The booster travels as a broadcast of its JSON bytes and is loaded at most once per Python worker.
+Only the model's inputs cross to Python, through a SCALAR_ITER Arrow UDF: the unwrapped vector
+struct (hashed features, rebuilt as the same CSR matrix as in training) or one struct of the
+numeric columns (as_is, NaN for nulls). ``with_prediction`` derives ``prediction`` in the JVM.
 """
 
 from __future__ import annotations
 
+import threading
+import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dagspec.errors import StageFailedError
+from dagspec.stages.model_io import broadcast_artifact, numpy_to_probability, with_prediction
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark import Broadcast
     from pyspark.sql import DataFrame, SparkSession
+
+_LOCK = threading.Lock()
+_BOOSTER: dict[str, Any] = {}
 
 
 def transform(
     spark: SparkSession, model_dir: str, meta: dict[str, Any], df: DataFrame, keep_cols: list[str]
 ) -> DataFrame:
-    """``keep_cols`` + ``probability`` (array<double>: P(0), P(1)) + ``prediction`` (int)."""
-    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
-    from pyspark.sql.types import ArrayType, DoubleType, IntegerType, StructField, StructType
+    """``keep_cols`` + ``probability`` ([P(0), P(1)]) + ``prediction``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import ArrowUDFType, arrow_udf
 
-    needed = list(meta["input_columns"])
-    missing = [c for c in [*needed, *keep_cols] if c not in df.columns]
+    columns = list(meta["input_columns"])
+    missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise StageFailedError(f"xgboost model needs columns {missing} that the data lacks (has {df.columns})")
-    booster_bytes = (Path(model_dir.removeprefix("file://")) / meta["artifact"]).read_bytes()
-    shared = spark.sparkContext.broadcast(booster_bytes)
+        raise StageFailedError(f"the xgboost model reads columns {missing} that the data lacks; columns: {df.columns}")
     features_col = meta.get("features_col")
-    feature_exprs = [F.unwrap_udt(features_col).alias(features_col)] if features_col else [F.col(c) for c in needed]
-    internal = [f"__k{i}" for i in range(len(keep_cols))]
-    selected = df.select(*[F.col(c).alias(a) for c, a in zip(keep_cols, internal, strict=True)], *feature_exprs)
-    keep_fields = [StructField(a, df.schema[c].dataType, True) for c, a in zip(keep_cols, internal, strict=True)]
-    schema = StructType(
-        [
-            *keep_fields,
-            StructField("probability", ArrayType(DoubleType(), False), False),
-            StructField("prediction", IntegerType(), False),
-        ]
-    )
-    meta_small = {k: meta[k] for k in ("features_col", "input_columns", "num_features", "missing")}
+    n_features = int(meta["num_features"])
+    missing_value = float(meta.get("missing", float("nan")))
+    blob, digest = broadcast_artifact(spark, model_dir, meta)
+    model_input = F.unwrap_udt(features_col) if features_col else F.struct(*[F.col(c) for c in columns])
 
-    def predict(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import numpy as np
+    def score(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         import pyarrow as pa
         import xgboost as xgb
 
-        from dagspec.stages.ctr_arrow import features_of
+        from dagspec.stages.ctr_arrow import csr_from_vectors, dense_from_columns
 
-        booster = xgb.Booster()
-        booster.load_model(bytearray(shared.value))
+        booster = _load(blob, digest)
         for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            matrix = xgb.DMatrix(features_of(batch, meta_small), missing=meta_small["missing"])
-            p1 = booster.predict(matrix).astype(np.float64)
-            probs = np.stack([1.0 - p1, p1], axis=1).reshape(-1)
-            offsets = pa.array(np.arange(0, 2 * len(p1) + 1, 2, dtype=np.int32))
-            probability = pa.ListArray.from_arrays(offsets, pa.array(probs, pa.float64()))
-            prediction = pa.array((p1 >= 0.5).astype(np.int32))
-            columns = [batch.column(a) for a in internal] + [probability, prediction]
-            yield pa.RecordBatch.from_arrays(columns, schema=_arrow_schema(schema))
+            if features_col:
+                matrix = csr_from_vectors(batch, n_features)
+            else:
+                matrix = dense_from_columns(pa.Table.from_struct_array(batch), columns)  # type: ignore[attr-defined]
+            yield numpy_to_probability(booster.predict(xgb.DMatrix(matrix, missing=missing_value)), 2)
 
-    result = selected.mapInArrow(predict, schema)
-    return result.select(
-        *[F.col(a).alias(c) for c, a in zip(keep_cols, internal, strict=True)], "probability", "prediction"
-    )
+    with warnings.catch_warnings():  # pyspark prefers type hints; the explicit type is clearer here
+        warnings.simplefilter("ignore", UserWarning)
+        udf = arrow_udf(score, "array<double>", ArrowUDFType.SCALAR_ITER)
+    return with_prediction(df, keep_cols, udf(model_input), meta["classes"])
 
 
-def _arrow_schema(schema: Any) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
+def _load(blob: Broadcast[bytes], digest: str) -> Any:
+    """The booster for this artifact, loaded at most once per Python worker."""
+    import xgboost as xgb
 
-    return to_arrow_schema(schema)
+    with _LOCK:
+        if digest not in _BOOSTER:
+            _BOOSTER.clear()
+            booster = xgb.Booster()
+            booster.load_model(bytearray(blob.value))
+            booster.set_param({"nthread": 1})  # Spark already runs one task per core
+            _BOOSTER[digest] = booster
+        return _BOOSTER[digest]

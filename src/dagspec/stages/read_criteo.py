@@ -93,7 +93,7 @@ def read_criteo(
 ) -> dict[str, DataFrame]:
     """Parse raw Criteo lines; bad ones go to ``ctx.output_path("rejected")``; returns ``{"data": df}``."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+    from pyspark.sql import functions as F
 
     files = list_files(spark, path) if isinstance(path, str) else list(path)
     if not files:
@@ -218,7 +218,7 @@ def read_criteo(
 
 def _check_headers(parsed: DataFrame, files: list[str], delimiter: str, offset: int, headers: int) -> None:
     """Every header line must name the Criteo columns in order (so nothing is read shifted)."""
-    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+    from pyspark.sql import functions as F
 
     if headers > len(files):
         raise StageFailedError(f"found {headers} header lines in {len(files)} files: only the first line may be one")

@@ -86,7 +86,7 @@ def train_xgboost(inputs: Mapping[str, Any], params: TrainXGBoostParams, ctx: St
 def feature_meta(df: DataFrame, label_col: str, features_col: str | None) -> dict[str, Any]:
     """Vector column (hashed) or numeric columns (as_is); the default is what ctr_features writes."""
     from pyspark.ml.linalg import VectorUDT
-    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+    from pyspark.sql import functions as F
 
     if label_col not in df.columns:
         raise StageFailedError(f"no label column {label_col!r} in the training data (columns: {df.columns})")
@@ -247,7 +247,7 @@ def _train_spark(
     scratch: Path,
     out: Path,
 ) -> tuple[Any, dict[str, list[float]]]:
-    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+    from pyspark.sql import functions as F
     from xgboost.spark import SparkXGBClassifier
 
     slots = task_slots(spark)
