@@ -282,12 +282,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     try:
         rows = stage_rows(spec, overrides, None)
-        print("outputs:")
-        for row in rows:
-            print(f"  {row['name']:24} {row['output']}")
     except DagspecError:
-        pass  # params that depend on the run (ds, run_id) cannot be resolved here
+        return 0  # params that depend on the run (ds, run_id) cannot be resolved here
+    print("outputs (manifest.json in each):")
+    for row in rows:
+        print(f"  {row['name']:24} {row['output']}")
+    _print_reports(spec, rows)
     return 0
+
+
+def _print_reports(spec: PipelineSpec, rows: list[dict[str, Any]]) -> None:
+    """Show the markdown reports (metrics tables) that the final stages wrote."""
+    consumed = {ref.partition(".")[0] for stage in spec.stages.values() for ref in stage.inputs.values()}
+    for row in rows:
+        if row["name"] in consumed or "://" in row["output"]:
+            continue
+        for report in sorted(Path(row["output"]).glob("*/*.md")):
+            print(f"\n{report}:\n{report.read_text()}")
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -365,6 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except BrokenPipeError:  # output piped into `head`
+        return 0
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return 1
