@@ -177,10 +177,15 @@ def write_criteo_logs(
 
     from dagspec.runtime import HadoopFS
 
+    fs = HadoopFS(spark, out)
+    if rows == 0:  # nothing to generate (a pipeline reading real logs instead): empty day files
+        suffix = ".tsv.gz" if compress else ".tsv"
+        for d in range(days):
+            fs.write_text(f"{out}/day_{d:02d}{suffix}", "")
+        return {"rows": 0.0, "ctr": 0.0}
     lines = criteo_lines(spark, rows, days, seed, base_ctr, partitions_per_day).persist()
     stats = lines.agg(F.count("*").alias("rows"), F.avg("label").alias("ctr")).first()
     assert stats is not None
-    fs = HadoopFS(spark, out)
     tmp = f"{out.rstrip('/')}.__tmp-{uuid.uuid4().hex[:8]}"
     writer = lines.select("day", "value").repartition(days, "day").write.partitionBy("day").mode("errorifexists")
     if compress:
