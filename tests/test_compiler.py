@@ -66,7 +66,9 @@ def test_compile_builds_one_spark_task_per_stage(tmp_path: Path) -> None:
     assert out.conf == {"spark.sql.shuffle.partitions": "2", "spark.eventLog.enabled": "false"}
     assert out._executor_memory == "4g" and out._executor_cores == 1
     assert out.retries == 0
-    assert [a.name for a in out.outlets] == ["shop.out"]
+    assert [a.name for a in dag.get_task("split").outlets] == ["shop.split.train", "shop.split.test"]
+    assert [a.uri for a in raw.outlets] == ["dagspec://shop/raw/data"]
+    assert out.outlets == []  # export writes outside the checkpoint store
     assert "split" in dag.get_task("split").doc_md
 
 

@@ -103,7 +103,10 @@ def compile_pipeline(spec: PipelineSpec, *, home: Path, jobs_dir: Path | None = 
                 num_executors=resources.num_executors,
                 total_executor_cores=resources.total_executor_cores,
                 name=f"dagspec.{spec.dag_id}.{name}",
-                outlets=[Asset(name=f"{spec.dag_id}.{name}", uri=f"dagspec://{spec.dag_id}/{name}")],
+                outlets=[
+                    Asset(name=f"{spec.dag_id}.{name}.{output}", uri=f"dagspec://{spec.dag_id}/{name}/{output}")
+                    for output in spec.outputs_of(name)
+                ],
                 doc_md=_stage_doc(spec, name),
                 **overrides,
             )

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from dagspec.errors import SpecIssue, SpecValidationError
 from dagspec.registry import InputRole, IOType, KindDef, StageParams, get_kind, kind_names, suggest
@@ -163,6 +163,11 @@ class PipelineSpec(_Model):
     spark: SparkSpec = Field(default_factory=SparkSpec)
     stages: dict[str, StageSpec] = Field(min_length=1)
     source: str = Field(default="", exclude=True)
+    _stage_outputs: dict[str, tuple[str, ...]] = PrivateAttr(default_factory=dict)
+
+    def outputs_of(self, stage: str) -> tuple[str, ...]:
+        """Output names of a stage as known at load time (templated params: the kind's defaults)."""
+        return self._stage_outputs.get(stage, ())
 
     @field_validator("stages")
     @classmethod
@@ -322,6 +327,7 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector) -> None:
         model, errors = validate_stage_params(kind, stage.params)
         issues.add_pydantic(errors, ("stages", name, "params"), kind.params)
         outputs[name] = kind.output_types(model)
+        spec._stage_outputs[name] = tuple(outputs[name])
 
     for name, stage in spec.stages.items():
         kind = kinds.get(name)
