@@ -129,3 +129,73 @@ def test_pipeline_on_the_cluster_matches_local(name: str, cluster: ClusterStatus
     local_rows = _stage_rows(spec_path, tmp_path / "local")
     assert cluster_rows == local_rows  # same fingerprints, same row counts per output
     assert all(sum(s["rows"].values()) > 0 for s in cluster_rows.values() if s["rows"])
+
+
+TRAINING_SPEC = """\
+# The distributed trainers on the cluster: each needs one barrier task per worker (2 slots).
+dag_id: cluster_training
+description: 2-worker Keras (barrier tasks) and 2-worker SparkXGB on a standalone cluster
+storage: {root: .dagspec/storage}
+spark:
+  conn_id: spark_default
+  conf: {spark.sql.shuffle.partitions: 2}
+  resources: {driver_memory: 1g, executor_memory: 1g, executor_cores: 1}
+stages:
+  events:
+    kind: generate_physics_events
+    params: {events: 400, seed: 42, partitions: 2, max_particles: 20}
+  features:
+    kind: topology_features
+    inputs: {data: events}
+    params: {max_particles: 10}
+  keras:
+    kind: train_keras
+    inputs: {train: features}
+    params: {architecture: hlf_dense, epochs: 1, batch_size: 64, workers: 2}
+  criteo:
+    kind: read
+    params: {format: tsv, path: "%s", schema: criteo}
+  as_is:
+    kind: ctr_features
+    inputs: {data: criteo}
+    params: {mode: as_is}
+  xgb:
+    kind: train_xgboost
+    inputs: {train: as_is}
+    params: {workers: 2, num_round: 5, checkpoint_every: 5}
+"""
+
+
+def test_two_worker_keras_and_sparkxgb_train_on_the_cluster(cluster: ClusterStatus, tmp_path: Path) -> None:
+    from dagspec.registry import get_kind
+    from tests.conftest import CRITEO_SAMPLE
+
+    for kind in ("generate_physics_events", "topology_features", "train_keras", "ctr_features", "train_xgboost"):
+        if get_kind(kind) is None:
+            pytest.skip(f"stage kind {kind!r} is not registered yet")
+    spec_path = tmp_path / "pipelines" / "cluster_training.yaml"
+    spec_path.parent.mkdir()
+    spec_path.write_text(TRAINING_SPEC % CRITEO_SAMPLE)
+    started = time.monotonic()
+    done = _dagspec_run(spec_path, tmp_path / "storage", tmp_path / "airflow", cluster.master_url)
+    print(f"cluster_training: {time.monotonic() - started:.1f} s on the cluster")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert cluster.webui_url is not None
+    ran = {app["name"]: app for app in http_json(f"{cluster.webui_url}/json/")["completedapps"]}
+    for stage in ("keras", "xgb"):
+        app = ran[f"dagspec.cluster_training.{stage}"]
+        assert app["state"] == "FINISHED" and app["cores"] == 2, app  # both workers' slots
+        shown = subprocess.run(
+            [str(Path(sys.executable).parent / "dagspec"), "show", str(spec_path), "--json"],
+            env={**os.environ, "DAGSPEC_HOME": str(REPO), "DAGSPEC_STORAGE_ROOT": str(tmp_path / "storage")},
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        row = next(r for r in json.loads(shown.stdout) if r["name"] == stage)
+        manifest = json.loads((Path(row["output"]) / "manifest.json").read_text())
+        assert manifest["spark"]["master"] == cluster.master_url
+        model = json.loads((Path(row["output"]) / "model" / "model.json").read_text())
+        assert model["params"].get("workers", 2) == 2
