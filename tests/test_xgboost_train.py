@@ -35,11 +35,11 @@ def _model_dir(stage) -> Path:
 
 
 def _predict(spark, stage, data_stage) -> tuple[dict, object]:
-    from dagspec.stages.model_xgboost import transform
+    from dagspec.stages.model_io import transform_with_model
 
     meta = json.loads((_model_dir(stage) / "model.json").read_text())
     df = spark.read.parquet(data_stage.output_path("data"))
-    return meta, transform(spark, str(_model_dir(stage)), meta, df, ["label"])
+    return meta, transform_with_model(spark, str(_model_dir(stage)), df, ["label"])
 
 
 def test_single_node_hashed_and_as_is_match_python_xgboost(spark, home, tmp_path: Path) -> None:
@@ -65,6 +65,11 @@ def test_single_node_hashed_and_as_is_match_python_xgboost(spark, home, tmp_path
         # the committed booster, loaded by plain xgboost, scores the same rows the same way
         booster = xgb.Booster(model_file=str(_model_dir(plan[name]) / meta["artifact"]))
         assert booster.num_boosted_rounds() == 12
+        if name == "xgb_a":
+            frame = spark.read.parquet(plan[data].output_path("data")).toPandas()
+            expected = booster.predict(xgb.DMatrix(frame[meta["input_columns"]].astype("float32")))
+            got = np.array([r["probability"][1] for r in predictions.collect()])
+            np.testing.assert_allclose(np.sort(got), np.sort(expected), rtol=1e-5)
         labels = np.array([r["label"] for r in rows])
         auc_like = probs[labels == 1, 1].mean() - probs[labels == 0, 1].mean()
         assert auc_like > 0  # the model learnt something on its own training data

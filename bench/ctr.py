@@ -1,0 +1,221 @@
+"""CTR benchmark: dagspec's training kinds against the plain libraries on the same data.
+
+    .venv/bin/python bench/ctr.py --train-rows 1000000 --test-rows 100000 --repeats 3
+
+One run, one local[2] session, generated Criteo logs (``generate_criteo_logs``; the last day is
+the test set). Side by side on the same features:
+
+- XGBoost on the as_is columns: ``train_xgboost`` workers=1 (Parquet -> QuantileDMatrix),
+  workers=2 (xgboost.spark), and plain ``xgboost.train`` (hist, nthread 2) on a pandas frame
+  already in memory;
+- logistic regression on the hashed features: ``train_spark_ml`` LR and sklearn
+  ``LogisticRegression`` (lbfgs) on the same sparse matrix.
+
+Times are the kinds' ``train_time_s`` (model.json: the fit including loading the data) and the
+plain libraries' fit time (data already in memory, so the ratio is conservative). AUC and log
+loss are computed by sklearn on the same test rows for every model. Medians over ``--repeats``.
+``--memory-sizes`` also runs the Spark-mode stages under spark-submit at those train sizes and
+reads the driver's peak RSS from the manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+SPEC = """
+stages:
+  logs: {{kind: generate_criteo_logs, params: {{rows: {rows}, days: {days}, seed: 7}}}}
+  train_days: {{kind: read_criteo, inputs: {{logs: logs}}, params: {{days: all_but_last}}}}
+  test_day: {{kind: read_criteo, inputs: {{logs: logs}}, params: {{days: last}}}}
+  train_as_is: {{kind: ctr_features, inputs: {{data: train_days}}, params: {{mode: as_is}}}}
+  test_as_is: {{kind: ctr_features, inputs: {{data: test_day}}, params: {{mode: as_is}}}}
+  train_hashed: {{kind: ctr_features, inputs: {{data: train_days}}, params: {{mode: hashed, hash_bits: {bits}, log1p: true}}}}
+  test_hashed: {{kind: ctr_features, inputs: {{data: test_day}}, params: {{mode: hashed, hash_bits: {bits}, log1p: true}}}}
+  xgb_single: {{kind: train_xgboost, inputs: {{train: train_as_is}}, params: {{workers: 1, nthread: 2, num_round: {rounds}, seed: "{{{{ params.rep }}}}"}}}}
+  xgb_spark: {{kind: train_xgboost, inputs: {{train: train_as_is}}, params: {{workers: 2, num_round: {rounds}, seed: "{{{{ params.rep }}}}"}}}}
+  lr: {{kind: train_spark_ml, inputs: {{train: train_hashed}}, params: {{model: logistic_regression, max_iter: 100, seed: "{{{{ params.rep }}}}"}}}}
+params:
+  rep: {{type: integer, default: 0}}
+"""
+
+
+def _metrics(y: Any, p: Any) -> dict[str, float]:
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    return {"auc": float(roc_auc_score(y, p)), "logloss": float(log_loss(y, p.clip(1e-15, 1 - 1e-15)))}
+
+
+def _parquet(path: str) -> Any:
+    import pyarrow.dataset as ds
+
+    return ds.dataset(path.removeprefix("file://"), format="parquet").to_table()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train-rows", type=int, default=1_000_000)
+    parser.add_argument("--test-rows", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--hash-bits", type=int, default=17)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--memory-sizes", type=int, nargs="*", default=[])
+    parser.add_argument("--out", default=str(REPO / "bench" / "ctr_last.json"))
+    args = parser.parse_args()
+
+    import numpy as np
+    import xgboost as xgb
+    from pyspark.sql import SparkSession
+    from sklearn.linear_model import LogisticRegression
+
+    from dagspec.plan import default_context, resolve_pipeline
+    from dagspec.runtime import run_stage
+    from dagspec.spec import load_spec
+    from dagspec.stages.ctr_arrow import csr_from_vectors, dense_from_columns
+    from dagspec.stages.model_io import transform_with_model
+
+    days = max(2, round(args.train_rows / args.test_rows) + 1)  # equal days; the last one is the test set
+    rows = args.test_rows * days
+    work = Path(tempfile.mkdtemp(prefix="dagspec-bench-ctr-"))
+    os.environ["DAGSPEC_STORAGE_ROOT"] = str(work / "storage")
+    spec_path = work / "ctr_bench.yaml"
+    spec_path.write_text(SPEC.format(rows=rows, days=days, bits=args.hash_bits, rounds=args.rounds))
+    spec = load_spec(spec_path)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    results: dict[str, Any] = {"train_rows": None, "test_rows": None, "rounds": args.rounds, "runs": []}
+    plain_params = {
+        "objective": "binary:logistic", "eval_metric": "logloss", "booster": "gbtree", "max_depth": 7, "eta": 0.2,
+        "gamma": 0.4, "subsample": 0.8, "colsample_bytree": 0.8, "min_child_weight": 20, "alpha": 3,
+        "lambda": 100, "tree_method": "hist", "max_bin": 256, "nthread": 2,
+    }  # fmt: skip
+    data_plan = resolve_pipeline(spec, default_context(spec, {"rep": 0}))
+    for name in ("logs", "train_days", "test_day", "train_as_is", "test_as_is", "train_hashed", "test_hashed"):
+        t0 = time.perf_counter()
+        run_stage(spark, data_plan[name])
+        print(f"{name}: {time.perf_counter() - t0:.1f} s", flush=True)
+    train_as_is = _parquet(data_plan["train_as_is"].output_path("data")).to_pandas()
+    test_as_is = _parquet(data_plan["test_as_is"].output_path("data")).to_pandas()
+    results["train_rows"], results["test_rows"] = len(train_as_is), len(test_as_is)
+    feature_cols = [c for c in train_as_is.columns if c != "label"]
+    y_test = test_as_is["label"].to_numpy()
+    x_test = test_as_is[feature_cols]
+    train_h = _parquet(data_plan["train_hashed"].output_path("data"))
+    test_h = _parquet(data_plan["test_hashed"].output_path("data"))
+    n_features = 2**args.hash_bits
+    xh_train, yh_train = csr_from_vectors(train_h.column("features"), n_features), train_h.column("label").to_numpy()
+    xh_test = csr_from_vectors(test_h.column("features"), n_features)
+    _ = dense_from_columns
+
+    for rep in range(args.repeats):
+        run: dict[str, Any] = {"rep": rep}
+        plan = resolve_pipeline(spec, default_context(spec, {"rep": rep}))
+        for name in ("xgb_single", "xgb_spark", "lr"):
+            t0 = time.perf_counter()
+            manifest = run_stage(spark, plan[name])
+            model_dir = plan[name].output_path("model")
+            meta = json.loads((Path(model_dir) / "model.json").read_text())
+            test_name = "test_hashed" if name == "lr" else "test_as_is"
+            scored = transform_with_model(
+                spark, model_dir, spark.read.parquet(plan[test_name].output_path("data")), ["label"]
+            )
+            pdf = scored.select("label", "probability").toPandas()  # bench only: 100k rows
+            p = np.array([v[1] for v in pdf["probability"]])
+            run[name] = {
+                "train_time_s": meta["train_time_s"],
+                "stage_s": manifest["duration_s"] if "duration_s" in manifest else time.perf_counter() - t0,
+                "peak_memory_mb": meta["peak_memory_mb"],
+                "cpu_load": meta["cpu_load"],
+                **_metrics(pdf["label"].to_numpy(), p),
+            }
+            print(name, run[name], flush=True)
+        t0 = time.perf_counter()
+        dtrain = xgb.DMatrix(train_as_is[feature_cols], label=train_as_is["label"])
+        booster = xgb.train({**plain_params, "seed": rep}, dtrain, num_boost_round=args.rounds)
+        run["plain_xgboost"] = {
+            "train_time_s": time.perf_counter() - t0,
+            **_metrics(y_test, booster.predict(xgb.DMatrix(x_test))),
+        }
+        print("plain_xgboost", run["plain_xgboost"], flush=True)
+        t0 = time.perf_counter()
+        sk = LogisticRegression(max_iter=100, C=1e6, solver="lbfgs").fit(
+            xh_train, yh_train
+        )  # C large = no reg, as Spark's default
+        run["sklearn_lr"] = {
+            "train_time_s": time.perf_counter() - t0,
+            **_metrics(y_test, sk.predict_proba(xh_test)[:, 1]),
+        }
+        print("sklearn_lr", run["sklearn_lr"], flush=True)
+        results["runs"].append(run)
+
+    def median(engine: str, key: str) -> float:
+        return statistics.median(r[engine][key] for r in results["runs"])
+
+    summary = {e: {k: median(e, k) for k in ("train_time_s", "auc", "logloss")}
+               for e in ("xgb_single", "xgb_spark", "plain_xgboost", "lr", "sklearn_lr")}  # fmt: skip
+    summary["ratios"] = {
+        "xgb_single / plain": summary["xgb_single"]["train_time_s"] / summary["plain_xgboost"]["train_time_s"],
+        "xgb_spark / plain": summary["xgb_spark"]["train_time_s"] / summary["plain_xgboost"]["train_time_s"],
+        "spark_lr / sklearn": summary["lr"]["train_time_s"] / summary["sklearn_lr"]["train_time_s"],
+        "auc xgb_single - plain": summary["xgb_single"]["auc"] - summary["plain_xgboost"]["auc"],
+        "auc xgb_spark - plain": summary["xgb_spark"]["auc"] - summary["plain_xgboost"]["auc"],
+        "auc spark_lr - sklearn": summary["lr"]["auc"] - summary["sklearn_lr"]["auc"],
+    }
+    results["summary"] = summary
+    spark.stop()
+
+    if args.memory_sizes:
+        results["driver_peak_rss_mb"] = _memory_runs(args, work)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps(results["summary"], indent=2))
+    if "driver_peak_rss_mb" in results:
+        print(json.dumps(results["driver_peak_rss_mb"], indent=2))
+    return 0
+
+
+def _memory_runs(args: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]:
+    """Driver peak RSS (manifest ``driver_peak_rss_mb``) of the training stages under spark-submit."""
+    from dagspec.plan import default_context, resolve_pipeline
+    from dagspec.spec import load_spec
+
+    venv_bin = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}", "PYSPARK_DRIVER_PYTHON": sys.executable}
+    out: dict[str, dict[str, float]] = {}
+    for size in args.memory_sizes:
+        spec_path = work / f"mem_{size}.yaml"
+        days = 2
+        spec_path.write_text(SPEC.format(rows=size * days, days=days, bits=args.hash_bits, rounds=args.rounds))
+        spec = load_spec(spec_path)
+        plan = resolve_pipeline(spec, default_context(spec, {"rep": 0}))
+        out[str(size)] = {}
+        for name in plan:
+            argv = [str(venv_bin / "spark-submit"), "--master", "local[2]", "--driver-memory", "4g",
+                    str(REPO / "jobs" / "run_stage.py"), plan[name].to_json()]  # fmt: skip
+            subprocess.run(argv, env=env, cwd=REPO, check=True, capture_output=True)
+            if name in ("xgb_single", "xgb_spark", "lr"):
+                manifest = json.loads((Path(plan[name].checkpoint_dir) / "manifest.json").read_text())
+                out[str(size)][name] = manifest["driver_peak_rss_mb"]
+                print(f"memory {size} {name}: {manifest['driver_peak_rss_mb']} MB", flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
