@@ -47,7 +47,7 @@ stages:
     kind: read
     params: {format: tsv, path: "%s", schema: criteo}
 """
-RUN_TIMEOUT_S = 900.0
+RUN_TIMEOUT_S = 1200.0
 BROWSER_FLAGS = (
     "--headless=new",
     "--no-sandbox",

@@ -449,7 +449,7 @@ def airflow_environment(home: Path, port: int, parallelism: int) -> dict[str, st
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base_url}/execution/",
             # the default 5 s fails tasks at start ("httpx.ReadTimeout") while SQLite is busy on a
             # loaded 2-core machine; a slow answer is better than a failed attempt
-            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
             "AIRFLOW__CORE__AUTH_MANAGER": (
                 "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
             ),
