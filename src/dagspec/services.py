@@ -20,7 +20,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -305,7 +304,6 @@ class ClusterStatus:
     alive_workers: int | None
     cores: int | None = None
     memory_mb: int | None = None
-    note: str = ""
 
     @property
     def up(self) -> bool:
@@ -313,8 +311,8 @@ class ClusterStatus:
 
     def __str__(self) -> str:
         if not self.processes:
-            return f"Spark cluster: not running{self.note}"
-        lines = [f"Spark cluster: {'up' if self.up else 'DEGRADED'}{self.note}"]
+            return "Spark cluster: not running"
+        lines = [f"Spark cluster: {'up' if self.up else 'DEGRADED'}"]
         lines.append(f"  master:  {self.master_url}   (web UI {self.webui_url})")
         lines.append(f"  workers: {self.alive_workers} alive, {self.cores} cores, {self.memory_mb} MB in all")
         lines += [f"  {name:16} {'running' if ok else 'DEAD'}" for name, ok in self.processes.items()]
