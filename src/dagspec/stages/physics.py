@@ -23,7 +23,7 @@ from dagspec.kinds.physics import (
     TopologyFeaturesParams,
 )
 from dagspec.runtime import StageContext
-from dagspec.stages.physics_arrow import nested_matrix, to_list, to_nested_list
+from dagspec.stages.physics_arrow import nested_matrix, nested_values, to_list, to_nested_list
 from dagspec.stages.physics_generate import CHUNK_EVENTS, GeneratorConfig, generate_chunk
 from dagspec.stages.physics_topology import min_max_scale, one_hot, prepare_particles
 
@@ -198,13 +198,6 @@ def add_topology_features(
 
     result = df.mapInArrow(transform, out_schema)
     return result.drop(hlf_col) if hlf_col != params.hfeatures_col else result
-
-
-def nested_values(column: pa.Array, width: int) -> np.ndarray:
-    """array<double> of fixed length ``width`` -> (rows, width) numpy array."""
-    from dagspec.stages.physics_arrow import flat_values
-
-    return flat_values(column).reshape(-1, width)
 
 
 def topology_features(inputs: Inputs, params: TopologyFeaturesParams, ctx: StageContext) -> dict[str, DataFrame]:

@@ -42,6 +42,11 @@ def nested_matrix(column: pa.Array, width: int, name: str) -> tuple[np.ndarray, 
     return offsets, values.reshape(-1, width)
 
 
+def nested_values(column: pa.Array, width: int) -> np.ndarray:
+    """array<double> of fixed length ``width`` -> (rows, width) numpy array."""
+    return flat_values(column).reshape(-1, width)
+
+
 def to_nested_list(offsets: np.ndarray, matrix: np.ndarray) -> pa.Array:
     """(outer offsets, (n, width) values) -> array<array<double>> (Spark's ArrayType(ArrayType))."""
     n, width = matrix.shape
