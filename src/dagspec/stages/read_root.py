@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -49,10 +50,16 @@ def expand_root_paths(path: str) -> list[str]:
     return files
 
 
-def _open_tree(file: str, tree: str | None) -> Any:
+@contextmanager
+def open_tree(file: str, tree: str | None) -> Iterator[Any]:
+    """The TTree/RNTuple ``tree`` (or the file's only one) of ``file``; the file is closed on exit."""
     import uproot
 
-    handle = uproot.open(file)
+    with uproot.open(file) as handle:
+        yield _find_tree(handle, file, tree)
+
+
+def _find_tree(handle: Any, file: str, tree: str | None) -> Any:
     if tree is None:
         candidates = sorted({k.split(";")[0] for k, c in handle.classnames().items() if c in TREE_CLASSES})
         if len(candidates) != 1:
@@ -123,7 +130,10 @@ def _entry_counts(spark: SparkSession, files: list[str], tree: str | None) -> li
     def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             names = batch.column(0).to_pylist()
-            entries = [int(_open_tree(f, tree).num_entries) for f in names]
+            entries = []
+            for f in names:
+                with open_tree(f, tree) as obj:
+                    entries.append(int(obj.num_entries))
             yield pa.RecordBatch.from_arrays([pa.array(names), pa.array(entries, pa.int64())], ["file", "entries"])
 
     files_df = spark.sparkContext.parallelize([(f,) for f in files], min(len(files), 64)).toDF("file string")
@@ -135,10 +145,11 @@ def _entry_counts(spark: SparkSession, files: list[str], tree: str | None) -> li
 def read_root(spark: SparkSession, path: str, params: ReadParams, ctx: StageContext | None = None) -> DataFrame:
     """A DataFrame over the TTree/RNTuple entries of every file ``path`` names."""
     files = expand_root_paths(path)
-    first = _open_tree(files[0], params.tree)
-    tree = params.tree or str(first.name).split(";")[0]
-    branches, renames = _selection(first, params, files[0])
-    arrow_schema = read_arrow(first, branches, renames, 0, min(1, int(first.num_entries))).schema
+    with open_tree(files[0], params.tree) as first:
+        tree = params.tree or str(first.name).split(";")[0]
+        tree_class = type(first).__name__
+        branches, renames = _selection(first, params, files[0])
+        arrow_schema = read_arrow(first, branches, renames, 0, min(1, int(first.num_entries))).schema
     from pyspark.sql.pandas.types import from_arrow_schema
 
     spark_schema = from_arrow_schema(arrow_schema)
@@ -148,22 +159,20 @@ def read_root(spark: SparkSession, path: str, params: ReadParams, ctx: StageCont
         step = params.entries_per_task
         ranges = [(f, s, min(s + step, n)) for f, n in _entry_counts(spark, files, tree) for s in range(0, n, step)]
     if ctx is not None:
-        ctx.metrics.update(
-            root_files=len(files), root_tasks=len(ranges), root_tree=tree, root_class=type(first).__name__
-        )
+        ctx.metrics.update(root_files=len(files), root_tasks=len(ranges), root_tree=tree, root_class=tree_class)
     if not ranges:
         return spark.createDataFrame([], spark_schema)
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for file, start, stop in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
-                obj = _open_tree(file, tree)
-                stop = int(obj.num_entries) if stop < 0 else stop
-                for lo in range(start, stop, ENTRIES_PER_BATCH):
-                    table = read_arrow(obj, branches, renames, lo, min(lo + ENTRIES_PER_BATCH, stop))
-                    if table.schema != arrow_schema:
-                        table = table.cast(arrow_schema)  # same branches, other widths in another file
-                    yield from table.to_batches()
+                with open_tree(file, tree) as obj:
+                    stop = int(obj.num_entries) if stop < 0 else stop
+                    for lo in range(start, stop, ENTRIES_PER_BATCH):
+                        table = read_arrow(obj, branches, renames, lo, min(lo + ENTRIES_PER_BATCH, stop))
+                        if table.schema != arrow_schema:
+                            table = table.cast(arrow_schema)  # same branches, other widths in another file
+                        yield from table.to_batches()
 
     # parallelize slices evenly: one range per partition, so each range is one task
     range_df = spark.createDataFrame(spark.sparkContext.parallelize(ranges, len(ranges)), _RANGES)
