@@ -39,7 +39,8 @@ def _submit(stage_json: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT)  # fmt: skip
 
 
-def test_killed_training_resumes_from_the_last_checkpoint(spark, home, tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2], ids=["single_node", "spark"])
+def test_killed_training_resumes_from_the_last_checkpoint(spark, home, tmp_path: Path, workers: int) -> None:
     # 20 copies of the real sample: enough rows that rounds take a moment
     data = tmp_path / "days"
     data.mkdir()
@@ -54,7 +55,7 @@ def test_killed_training_resumes_from_the_last_checkpoint(spark, home, tmp_path:
               xgb:
                 kind: train_xgboost
                 inputs: {{train: as_is}}
-                params: {{num_round: {ROUNDS}, checkpoint_every: 10, max_depth: 8, gamma: 0, min_child_weight: 1,
+                params: {{workers: {workers}, num_round: {ROUNDS}, checkpoint_every: 10, max_depth: 8, gamma: 0, min_child_weight: 1,
                           lambda: 1, eta: 0.05, subsample: 1.0, nthread: 1}}
             """,
         )
@@ -84,4 +85,5 @@ def test_killed_training_resumes_from_the_last_checkpoint(spark, home, tmp_path:
     assert metrics["rounds"] == ROUNDS
     meta = json.loads((Path(stage.output_path("model")) / "model.json").read_text())
     assert meta["resumed_from_round"] == metrics["resumed_from_round"] and meta["rounds"] == ROUNDS
+    assert meta["mode"] == ("single_node" if workers == 1 else "spark")
     assert not checkpoint.parent.parent.exists()  # the scratch area goes with the commit
