@@ -40,9 +40,14 @@ def transform(
     n_features = int(meta["num_features"])
     missing_value = float(meta.get("missing", float("nan")))
     blob, digest = broadcast_artifact(spark, model_dir, meta)
-    model_input = F.unwrap_udt(features_col) if features_col else F.struct(*[F.col(c) for c in columns])
+    if features_col:
+        # the struct's fields one by one: an Arrow UDF refuses the unwrapped struct itself (still a UDT)
+        vector = F.unwrap_udt(features_col)
+        model_inputs = [vector["type"], vector["indices"], vector["values"]]
+    else:
+        model_inputs = [F.struct(*[F.col(c) for c in columns])]
 
-    def score(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+    def score(batches: Iterator[Any]) -> Iterator[pa.Array]:
         import pyarrow as pa
         import xgboost as xgb
 
@@ -51,7 +56,9 @@ def transform(
         booster = _load(blob, digest)
         for batch in batches:
             if features_col:
-                matrix = csr_from_vectors(batch, n_features)
+                types, indices, values = batch
+                vectors = pa.StructArray.from_arrays([types, indices, values], names=["type", "indices", "values"])
+                matrix = csr_from_vectors(vectors, n_features)
             else:
                 matrix = dense_from_columns(pa.Table.from_struct_array(batch), columns)  # type: ignore[attr-defined]
             yield numpy_to_probability(booster.predict(xgb.DMatrix(matrix, missing=missing_value)), 2)
@@ -59,7 +66,7 @@ def transform(
     with warnings.catch_warnings():  # pyspark prefers type hints; the explicit type is clearer here
         warnings.simplefilter("ignore", UserWarning)
         udf = arrow_udf(score, "array<double>", ArrowUDFType.SCALAR_ITER)
-    return with_prediction(df, keep_cols, udf(model_input), meta["classes"])
+    return with_prediction(df, keep_cols, udf(*model_inputs), meta["classes"])
 
 
 def _load(blob: Broadcast[bytes], digest: str) -> Any:
