@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: bootstrap demo test lint format clean
+.PHONY: bootstrap demo test lint format clean browser
 
 # The venv is (re)installed when requirements.txt or pyproject.toml change; uv when present, else pip.
 $(STAMP): requirements.txt pyproject.toml
@@ -36,7 +36,16 @@ format: bootstrap
 	$(VENV)/bin/ruff format src tests dags jobs bench plugins
 	$(VENV)/bin/ruff check --fix src tests dags jobs bench plugins
 
-test: bootstrap lint
+# The UI test drives Debian's headless Chromium; install it when missing (CI runs as root).
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing chromium and chromium-driver for the UI test"; \
+			apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+		else echo "chromium/chromedriver missing and not root: the UI browser test will be skipped"; fi; \
+	fi
+
+test: bootstrap lint browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 clean:
