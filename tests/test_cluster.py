@@ -8,9 +8,11 @@ and the master must have seen one application per stage.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -79,7 +81,32 @@ def _dagspec_run(spec: Path, storage: Path, airflow_home: Path, master: str | No
     if master:
         env["AIRFLOW_CONN_SPARK_DEFAULT"] = master  # the one thing that differs from a local run
     command = [str(Path(sys.executable).parent / "dagspec"), "run", str(spec), "--storage-root", str(storage)]
-    return subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=1500)
+    return _run_as_group(command, env, timeout=1500)
+
+
+def _run_as_group(command: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run in a new process group; on timeout stop the whole group, not only the direct child.
+
+    `dagspec run` starts `airflow dags test`, which starts spark-submit: killing just the first
+    would leave the others running.
+    """
+    proc = subprocess.Popen(
+        command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        raise AssertionError(f"{command} did not finish in {timeout:.0f} s:\n{out[-3000:]}\n{err[-3000:]}") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # anything of the group that outlived a finished run
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
 def _stage_rows(spec: Path, storage: Path) -> dict[str, dict[str, Any]]:
