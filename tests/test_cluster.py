@@ -8,7 +8,6 @@ and the master must have seen one application per stage.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -103,9 +102,6 @@ def _run_as_group(command: list[str], env: dict[str, str], timeout: float) -> su
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
         raise AssertionError(f"{command} did not finish in {timeout:.0f} s:\n{out[-3000:]}\n{err[-3000:]}") from None
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # anything of the group that outlived a finished run
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
