@@ -113,7 +113,7 @@ def pipeline_stages(i: int) -> list[Stage]:
     ]
 
 
-PARAMS = {
+PARAMS: dict[str, dict[str, Any]] = {
     "input": {"type": "string", "default": "data/criteo_sample.tsv", "description": "Criteo TSV file or glob"},
     "test_fraction": {"type": "number", "default": 0.2, "minimum": 0.01, "maximum": 0.9},
     "sample_rows": {"type": "integer", "default": 1000, "minimum": 1},

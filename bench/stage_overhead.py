@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import sqlite3
 import statistics
@@ -58,6 +59,11 @@ def make_home(root: Path) -> dict[str, str]:
     (root / "jobs").symlink_to(REPO / "jobs")
     (root / "plugins").mkdir()
     (root / "pipelines" / f"{DAG_ID}.yaml").write_text(SPEC)
+    return home_env(root)
+
+
+def home_env(root: Path) -> dict[str, str]:
+    """The environment every command runs with, for the project home ``root``."""
     return {
         **os.environ,
         "DAGSPEC_HOME": str(root),
@@ -72,25 +78,78 @@ def make_home(root: Path) -> dict[str, str]:
     }
 
 
-def run(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
-    """Wall seconds of a command; its output goes to a log, shown only if it fails."""
-    start = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of a command and all its children (Airflow, the JVM, Python workers).
+
+    CPU time is what stays comparable when other processes share the cores.
+    """
+    start, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{cmd[:3]} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return elapsed
+    return elapsed, _children_cpu() - cpu
 
 
-def task_duration(env: dict[str, str]) -> tuple[str, float]:
-    """(state, duration in s) of the stage in the latest run, from the Airflow DB."""
+BASELINE_DAG = """\
+\"\"\"Baseline: the same Airflow path with a one-task DAG whose task does nothing.\"\"\"
+import datetime as dt
+
+from airflow.sdk import DAG, task
+
+with DAG("bench_baseline", schedule=None, start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC)):
+
+    @task(task_id="noop")
+    def noop() -> None:
+        return None
+
+    noop()
+"""
+
+
+def baseline(root: Path, repeat: int) -> dict[str, list[float]]:
+    """``airflow dags test`` of a plain one-task DAG (a no-op Python task): Airflow's own floor."""
+    (root / "dags").mkdir(parents=True, exist_ok=True)
+    (root / "dags" / "bench_baseline.py").write_text(BASELINE_DAG)
+    env = {
+        **home_env(root),
+        "AIRFLOW_HOME": str(root / "airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(root / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    }
+    airflow = str(BIN / "airflow")
+    if not (root / "airflow" / "airflow.db").exists():
+        print("creating the baseline's Airflow DB ...", flush=True)
+        run([airflow, "db", "migrate"], env, root)
+    samples: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        wall, cpu = run([airflow, "dags", "test", "bench_baseline"], env, root)
+        state, duration = task_duration({"DAGSPEC_AIRFLOW_HOME": env["AIRFLOW_HOME"]}, "bench_baseline")
+        assert state == "success", state
+        for name, value in (
+            ("baseline, airflow dags test: task duration (Airflow DB, wall)", duration),
+            ("baseline, airflow dags test: whole command, wall", wall),
+            ("baseline, airflow dags test: whole command, CPU", cpu),
+        ):
+            samples.setdefault(name, []).append(value)
+            print(f"  {name}: {value:.3f} s", flush=True)
+    return samples
+
+
+def task_duration(env: dict[str, str], dag_id: str = DAG_ID) -> tuple[str, float]:
+    """(state, duration in s) of the task ``noop`` in the latest run, from the Airflow DB."""
     db = Path(env["DAGSPEC_AIRFLOW_HOME"]) / "airflow.db"
     with sqlite3.connect(db) as con:
         state, duration = con.execute(
             "SELECT ti.state, ti.duration FROM task_instance ti JOIN dag_run dr "
             "ON ti.dag_id = dr.dag_id AND ti.run_id = dr.run_id "
             "WHERE ti.dag_id = ? AND ti.task_id = ? ORDER BY dr.id DESC LIMIT 1",
-            (DAG_ID, STAGE),
+            (dag_id, STAGE),
         ).fetchone()
     return state, float(duration)
 
@@ -134,15 +193,33 @@ def operator_hit(home: Path, env: dict[str, str]) -> Callable[[], float]:
     return once
 
 
+def print_table(samples: dict[str, list[float]], rounds: int) -> None:
+    print(f"\npython {sys.version.split()[0]}, {os.cpu_count()} CPUs, rounds={rounds}\n")
+    print("| measurement | median s | min-max s | runs |")
+    print("|---|---:|---:|---:|")
+    for name, xs in samples.items():
+        print(f"| {name} | {statistics.median(xs):.3f} | {min(xs):.3f}-{max(xs):.3f} | {len(xs)} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="rounds (median reported)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary project home")
+    parser.add_argument("--home", type=Path, help="reuse (or create) this project home; never deleted")
+    parser.add_argument("--baseline", type=Path, help="only run the plain one-task DAG baseline in this folder")
     args = parser.parse_args(argv)
 
-    root = Path(tempfile.mkdtemp(prefix="dagspec-overhead-"))
-    home = root / "home"
-    env = make_home(home)
+    if args.baseline:
+        print_table(baseline(args.baseline.resolve(), args.repeat), args.repeat)
+        return 0
+
+    if args.home:
+        root, home = args.home, args.home.resolve()
+        env = make_home(home) if not (home / "pipelines").exists() else home_env(home)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="dagspec-overhead-"))
+        home = root / "home"
+        env = make_home(home)
     dagspec = [str(BIN / "dagspec"), "run", f"pipelines/{DAG_ID}.yaml"]
     print(f"project home {home}; first run (creates the Airflow DB and the checkpoint) ...", flush=True)
     run(dagspec, env, home)
@@ -162,30 +239,29 @@ def main(argv: list[str] | None = None) -> int:
 
     for rnd in range(args.repeat):
         # The hit runs come right after a run that committed the checkpoint, in both orders.
-        add("hit, operator in-process: execute()", op_hit())
-        wall = run(dagspec, env, home)
+        add("hit, operator in-process: execute() wall", op_hit())
+        wall, cpu = run(dagspec, env, home)
         state, duration = task_duration(env)
         assert state == "success", state
-        add("hit, dagspec run: task duration (Airflow DB)", duration)
-        add("hit, dagspec run: whole command", wall)
-        add(
-            "hit, airflow tasks test: whole command",
-            run([str(BIN / "airflow"), "tasks", "test", DAG_ID, STAGE], af_env, home),
-        )
-        wall = run([*dagspec, "--force"], env, home)
+        add("hit, dagspec run: task duration (Airflow DB, wall)", duration)
+        add("hit, dagspec run: whole command, wall", wall)
+        add("hit, dagspec run: whole command, CPU", cpu)
+        wall, cpu = run([str(BIN / "airflow"), "tasks", "test", DAG_ID, STAGE], af_env, home)
+        add("hit, airflow tasks test: whole command, wall", wall)
+        add("hit, airflow tasks test: whole command, CPU", cpu)
+        wall, cpu = run([*dagspec, "--force"], env, home)
         state, duration = task_duration(env)
         assert state == "success", state
-        add("no-op, dagspec run --force: task duration (Airflow DB)", duration)
-        add("no-op, dagspec run --force: whole command", wall)
-        add("no-op, spark-submit run_stage.py alone", run(submit, env, home))
+        add("no-op, dagspec run --force: task duration (Airflow DB, wall)", duration)
+        add("no-op, dagspec run --force: whole command, wall", wall)
+        add("no-op, dagspec run --force: whole command, CPU", cpu)
+        wall, cpu = run(submit, env, home)
+        add("no-op, spark-submit run_stage.py alone: wall", wall)
+        add("no-op, spark-submit run_stage.py alone: CPU", cpu)
         print(f"round {rnd + 1}/{args.repeat} done", flush=True)
 
-    print(f"\npython {sys.version.split()[0]}, {os.cpu_count()} CPUs, rounds={args.repeat}\n")
-    print("| measurement | median s | min-max s | runs |")
-    print("|---|---:|---:|---:|")
-    for name, xs in samples.items():
-        print(f"| {name} | {statistics.median(xs):.3f} | {min(xs):.3f}-{max(xs):.3f} | {len(xs)} |")
-    if not args.keep:
+    print_table(samples, args.repeat)
+    if not args.keep and not args.home:
         subprocess.run(["rm", "-rf", str(root)], check=False)
     return 0
 
