@@ -1,15 +1,17 @@
 """Inference flavor ``xgboost`` (see ``dagspec.stages.model_io`` for the contract).
 
 The booster travels as a broadcast of its JSON bytes and is loaded at most once per Python worker.
-Only the model's inputs cross to Python, through a SCALAR_ITER Arrow UDF: the unwrapped vector
-struct (hashed features, rebuilt as the same CSR matrix as in training) or one struct of the
-numeric columns (as_is, NaN for nulls). ``with_prediction`` derives ``prediction`` in the JVM.
+Rows are scored with ``mapInArrow`` over a projection holding only the kept columns and the
+model's inputs: the vector column unwrapped to its (type, size, indices, values) struct, rebuilt
+as the same CSR matrix as in training, or the numeric columns (NaN for nulls). An Arrow UDF would
+keep the kept columns in the JVM, but Spark 4.2 refuses to feed it a Spark ML vector's fields
+("Unsupported data type UDT"), so the projection is the narrow part instead.
+``with_prediction`` derives ``prediction`` in the JVM, so ties resolve as for every flavor.
 """
 
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 
 _LOCK = threading.Lock()
 _BOOSTER: dict[str, Any] = {}
+_PROBABILITY = "__probability"
 
 
 def transform(
@@ -30,7 +33,8 @@ def transform(
 ) -> DataFrame:
     """``keep_cols`` + ``probability`` ([P(0), P(1)]) + ``prediction``."""
     from pyspark.sql import functions as F
-    from pyspark.sql.functions import ArrowUDFType, arrow_udf
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import ArrayType, DoubleType, StructField, StructType
 
     columns = list(meta["input_columns"])
     missing = [c for c in columns if c not in df.columns]
@@ -40,14 +44,21 @@ def transform(
     n_features = int(meta["num_features"])
     missing_value = float(meta.get("missing", float("nan")))
     blob, digest = broadcast_artifact(spark, model_dir, meta)
-    if features_col:
-        # the struct's fields one by one: an Arrow UDF refuses the unwrapped struct itself (still a UDT)
-        vector = F.unwrap_udt(features_col)
-        model_inputs = [vector["type"], vector["indices"], vector["values"]]
-    else:
-        model_inputs = [F.struct(*[F.col(c) for c in columns])]
+    kept = [f"__k{i}" for i in range(len(keep_cols))]
+    inputs = [f"__x{i}" for i in range(len(columns))]
+    projected = df.select(
+        *[F.col(c).alias(k) for c, k in zip(keep_cols, kept, strict=True)],
+        *[(F.unwrap_udt(c) if c == features_col else F.col(c)).alias(x) for c, x in zip(columns, inputs, strict=True)],
+    )
+    schema = StructType(
+        [
+            *[StructField(k, df.schema[c].dataType, True) for c, k in zip(keep_cols, kept, strict=True)],
+            StructField(_PROBABILITY, ArrayType(DoubleType(), False), False),
+        ]
+    )
+    arrow_schema = to_arrow_schema(schema)
 
-    def score(batches: Iterator[Any]) -> Iterator[pa.Array]:
+    def score(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
         import xgboost as xgb
 
@@ -55,18 +66,20 @@ def transform(
 
         booster = _load(blob, digest)
         for batch in batches:
+            if batch.num_rows == 0:
+                continue
             if features_col:
-                types, indices, values = batch
-                vectors = pa.StructArray.from_arrays([types, indices, values], names=["type", "indices", "values"])
-                matrix = csr_from_vectors(vectors, n_features)
+                matrix = csr_from_vectors(batch.column(inputs[0]), n_features)
             else:
-                matrix = dense_from_columns(pa.Table.from_struct_array(batch), columns)  # type: ignore[attr-defined]
-            yield numpy_to_probability(booster.predict(xgb.DMatrix(matrix, missing=missing_value)), 2)
+                matrix = dense_from_columns(batch, inputs)
+            probability = numpy_to_probability(booster.predict(xgb.DMatrix(matrix, missing=missing_value)), 2)
+            arrays = [batch.column(k) for k in kept] + [probability]
+            yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
-    with warnings.catch_warnings():  # pyspark prefers type hints; the explicit type is clearer here
-        warnings.simplefilter("ignore", UserWarning)
-        udf = arrow_udf(score, "array<double>", ArrowUDFType.SCALAR_ITER)
-    return with_prediction(df, keep_cols, udf(*model_inputs), meta["classes"])
+    scored = projected.mapInArrow(score, schema).select(
+        *[F.col(k).alias(c) for c, k in zip(keep_cols, kept, strict=True)], _PROBABILITY
+    )
+    return with_prediction(scored, keep_cols, F.col(_PROBABILITY), meta["classes"])
 
 
 def _load(blob: Broadcast[bytes], digest: str) -> Any:
