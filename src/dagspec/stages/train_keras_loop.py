@@ -167,6 +167,10 @@ def run_training(job: TrainJob, rank: int, resume: Path | None, model_path: Path
     global_batch = job.batch_size * job.workers
     b = job.batch_size
 
+    def _model_input(x: dict[str, Any]) -> Any:
+        # a single-input model takes the tensor itself (a dict makes Keras warn on every trace)
+        return next(iter(x.values())) if len(x) == 1 else x
+
     def per_example_loss(y: Any, p: Any) -> Any:
         if binary:
             return keras.losses.binary_crossentropy(y, p)
@@ -181,7 +185,7 @@ def run_training(job: TrainJob, rank: int, resume: Path | None, model_path: Path
 
     def train_step(x: Any, y: Any, w: Any) -> Any:
         with tf.GradientTape() as tape:
-            p = model(x, training=True)
+            p = model(_model_input(x), training=True)
             losses = per_example_loss(y, p)
             # divide by the global batch: the optimizer sums the workers' gradients
             loss = tf.reduce_sum(losses * w) / global_batch
@@ -190,7 +194,7 @@ def run_training(job: TrainJob, rank: int, resume: Path | None, model_path: Path
         return totals(y, p, losses, w)
 
     def eval_step(x: Any, y: Any, w: Any) -> Any:
-        p = model(x, training=False)
+        p = model(_model_input(x), training=False)
         return totals(y, p, per_example_loss(y, p), w)
 
     def chunk_fn(step: Any) -> Any:
