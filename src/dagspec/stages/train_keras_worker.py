@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 FAILURE_MARKER = "train_keras worker failed"
@@ -71,7 +72,8 @@ def run_barrier_task(job_json: str, resume: bytes | None) -> str:
             tail.append(line)
         code = proc.wait()
         if code != 0:
-            raise RuntimeError(f"{FAILURE_MARKER}: worker {rank} exited with {code}:\n{''.join(tail)}")
+            when = datetime.now(UTC).isoformat(timespec="milliseconds")
+            raise RuntimeError(f"{FAILURE_MARKER}: worker {rank} exited with {code} at {when}:\n{''.join(tail)}")
         result = json.loads((workdir / "result.json").read_text())
         if rank == 0:
             result["model_b64"] = base64.b64encode((workdir / "model.keras").read_bytes()).decode()
