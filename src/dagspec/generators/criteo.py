@@ -51,7 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Generate and write the day files; prints the path and the realised click rate."""
-    import os
     from pathlib import Path
 
     from pyspark.sql import SparkSession
@@ -69,7 +68,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         spark.stop()
-        _ = os
 
 
 def _u(seed: int, salt: int) -> Column:

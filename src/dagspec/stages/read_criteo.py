@@ -218,8 +218,6 @@ def read_criteo(
 
 def _check_headers(parsed: DataFrame, files: list[str], delimiter: str, offset: int, headers: int) -> None:
     """Every header line must name the Criteo columns in order (so nothing is read shifted)."""
-    from pyspark.sql import functions as F
-
     if headers > len(files):
         raise StageFailedError(f"found {headers} header lines in {len(files)} files: only the first line may be one")
     expected = (["id"] if offset else []) + [c.lower() for c in CRITEO_COLUMNS]
@@ -232,7 +230,6 @@ def _check_headers(parsed: DataFrame, files: list[str], delimiter: str, offset: 
                 + ("; set id_column: true if the first column is an Id" if names[1:] == expected else "")
                 + ("; set id_column: false" if offset and names == expected[1:] else "")
             )
-    _ = F  # the import keeps pyspark lazy for callers that only need the options protocol
 
 
 def _hint(examples: list[Any], params: CriteoOptions, expected: int) -> str:
