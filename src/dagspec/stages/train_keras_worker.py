@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -90,10 +91,20 @@ def main(argv: list[str]) -> int:
     workdir, rank = Path(argv[0]), int(argv[1])
     resume = Path(argv[2]) if len(argv) > 2 and argv[2] else None
     job = TrainJob.from_json((workdir / "job.json").read_text())
-    # every worker saves (the strategy's rule for collectives), only the chief's copy is returned
-    result = run_training(job, rank, resume, workdir / "model.keras")
-    (workdir / "result.json").write_text(json.dumps(result))
-    return 0
+    code = 0
+    try:
+        # every worker saves (the strategy's rule for collectives), only the chief's copy is returned
+        result = run_training(job, rank, resume, workdir / "model.keras")
+        (workdir / "result.json").write_text(json.dumps(result))
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    # Leave without TensorFlow's exit-time shutdown handshake: when a peer has already gone, it
+    # waits for that peer's heartbeat timeout (10-30 s seen here) before the process ends, which
+    # delays both a finished run and the report of a failed one. Everything is on disk by now.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
