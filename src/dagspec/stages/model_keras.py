@@ -94,13 +94,21 @@ def transform(
     with warnings.catch_warnings():  # pyspark prefers type hints; the explicit type is clearer here
         warnings.simplefilter("ignore", UserWarning)
         udf = arrow_udf(score, "array<double>", ArrowUDFType.SCALAR_ITER)
-    return with_prediction(df, keep_cols, udf(*[_arrow_column(df, c) for c in columns]), meta["classes"])
+    return with_prediction(df, keep_cols, udf(*[_arrow_column(df, s) for s in specs]), meta["classes"])
 
 
-def _arrow_column(df: DataFrame, column: str) -> Column:
-    # Spark ML vectors cross as their (type, size, indices, values) struct: sparse stays sparse
-    is_udt = isinstance(df.schema[column].dataType, UserDefinedType)
-    return F.unwrap_udt(F.col(column)) if is_udt else F.col(column)
+def _arrow_column(df: DataFrame, spec: InputSpec) -> Column:
+    """A model input column as Arrow can carry it: Spark ML vectors become arrays or structs."""
+    if not isinstance(df.schema[spec.column].dataType, UserDefinedType):
+        return F.col(spec.column)
+    if spec.encoding == "sparse":
+        # the (type, size, indices, values) struct keeps sparse rows sparse. Measured on Spark 4.2:
+        # unwrap_udt of a vector read from Parquet fails in the Arrow writer (UNSUPPORTED_DATATYPE)
+        return F.unwrap_udt(F.col(spec.column))
+    from pyspark.ml.functions import vector_to_array
+
+    # dense inputs are small (e.g. 14 HLF): the JVM densifies them, which Arrow carries as a list
+    return vector_to_array(F.col(spec.column))
 
 
 def _predict(model: Any, encoded: dict[str, np.ndarray], columns: list[str]) -> np.ndarray:
