@@ -49,24 +49,29 @@ def sort_by_delta_r(offsets: np.ndarray, x: np.ndarray) -> np.ndarray:
     return x[order]
 
 
-def standardize_per_event(offsets: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """sklearn ``StandardScaler().fit_transform`` applied to each event's particles separately."""
+def standardize_per_event(offsets: np.ndarray, x: np.ndarray, *, in_place: bool = False) -> np.ndarray:
+    """sklearn ``StandardScaler().fit_transform`` applied to each event's particles separately.
+
+    ``in_place`` reuses ``x`` for the result: a batch is tens of MB, and every full-size
+    temporary saved is a pass over memory saved.
+    """
+    out = x if in_place else x.astype(np.float64, copy=True)
     counts = np.diff(offsets)
     nonempty = counts > 0
     if not nonempty.any():
-        return x.astype(np.float64, copy=True)
+        return out
     starts = offsets[:-1][nonempty]
     n = counts[nonempty].astype(np.float64)[:, None]
     reps = counts[nonempty]
-    total = np.add.reduceat(x, starts, axis=0)
-    mean = total / n
-    centered = x - np.repeat(mean, reps, axis=0)
-    correction = np.add.reduceat(centered, starts, axis=0)
-    var = (np.add.reduceat(centered**2, starts, axis=0) - correction**2 / n) / n
+    mean = np.add.reduceat(out, starts, axis=0) / n
+    out -= np.repeat(mean, reps, axis=0)
+    correction = np.add.reduceat(out, starts, axis=0)
+    var = (np.add.reduceat(np.square(out), starts, axis=0) - correction**2 / n) / n
     # sklearn's _is_constant_feature: below the two-pass error bound the feature is constant
     constant = var <= n * _EPS * var + (n * mean * _EPS) ** 2
     scale = np.where(constant, 1.0, np.sqrt(np.where(constant, 1.0, var)))
-    return centered / np.repeat(scale, reps, axis=0)
+    out /= np.repeat(scale, reps, axis=0)
+    return out
 
 
 def fix_length(
@@ -92,7 +97,7 @@ def prepare_particles(
     offsets: np.ndarray, x: np.ndarray, max_particles: int | None = None, keep: str = "nearest"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sort by DeltaR, standardize per event, then optionally fix the length."""
-    standardized = standardize_per_event(offsets, sort_by_delta_r(offsets, x))
+    standardized = standardize_per_event(offsets, sort_by_delta_r(offsets, x), in_place=True)
     if max_particles is None:
         return offsets, standardized
     return fix_length(offsets, standardized, max_particles, keep)
