@@ -65,6 +65,11 @@ class GeneratePhysicsEventsParams(StageParams):
     class_fractions: tuple[float, float, float] = Field(
         default=(0.056, 0.560, 0.384), description="QCD, tt, W+jets (the original mix after selection)"
     )
+    source: str = Field(
+        default="",
+        description="empty: generate; else read events in the seed schema from this Parquet path or glob "
+        "(e.g. `dagspec generate physics` output or a HEP ingestion export); `events` is then ignored",
+    )
 
     @model_validator(mode="after")
     def _fractions_are_a_distribution(self) -> GeneratePhysicsEventsParams:

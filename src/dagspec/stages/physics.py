@@ -94,7 +94,9 @@ def generate_physics_dataframe(
 def generate_physics_events(
     inputs: Inputs, params: GeneratePhysicsEventsParams, ctx: StageContext
 ) -> dict[str, DataFrame]:
-    """Synthetic QCD / tt / W+jets events in the seed schema."""
+    """Synthetic QCD / tt / W+jets events in the seed schema (or, with ``source``, events read from Parquet)."""
+    if params.source:
+        return {"data": _read_events(ctx, params)}
     config = GeneratorConfig(
         seed=params.seed,
         max_particles=params.max_particles,
@@ -103,6 +105,21 @@ def generate_physics_events(
     )
     ctx.metrics["events"] = params.events
     return {"data": generate_physics_dataframe(ctx.spark, params.events, config, params.partitions)}
+
+
+def _read_events(ctx: StageContext, params: GeneratePhysicsEventsParams) -> DataFrame:
+    from pathlib import Path
+
+    from dagspec.plan import resolve_input_path
+
+    events = ctx.spark.read.parquet(resolve_input_path(params.source, Path(ctx.stage.home)))
+    missing = [c for c in ("hfeatures", "lfeatures", "label") if c not in events.columns]
+    if missing:
+        raise StageFailedError(
+            f"source {params.source!r} lacks the seed schema's columns {missing}; has {events.columns}"
+        )
+    ctx.metrics["source"] = params.source
+    return events
 
 
 # ---------------------------------------------------------------------------------------------
