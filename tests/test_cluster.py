@@ -25,7 +25,7 @@ from dagspec.services import ClusterStatus, cluster_down, cluster_up, free_port,
 from dagspec.spec import PipelineSpec, load_spec
 from tests.conftest import REPO
 
-pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.timeout(3600)]
 
 # Small shipped pipelines, physics first; the ones not in pipelines/ (yet) are skipped.
 SPECS = ["hep_zz_features", "ctr_demo"]
