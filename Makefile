@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-DEMO_SPEC ?= pipelines/ctr_demo.yaml
+DEMO_SPEC ?= pipelines/topology_classifier.yaml
 PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
@@ -49,6 +49,7 @@ test: bootstrap lint browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 clean:
+	-@[ -x $(VENV)/bin/dagspec ] && $(VENV)/bin/dagspec cluster down; [ -x $(VENV)/bin/dagspec ] && $(VENV)/bin/dagspec airflow down
 	rm -rf .dagspec spark-warehouse metastore_db derby.log
 
 # services: a local Spark standalone cluster and the Airflow UI, as background processes
