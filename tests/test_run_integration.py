@@ -95,7 +95,7 @@ def test_changing_one_param_reruns_exactly_the_affected_stages(project) -> None:
 
 
 def _spark_driver_pids(app_name: str) -> list[int]:
-    done = subprocess.run(["pgrep", "-f", f"--name {app_name}"], capture_output=True, text=True)
+    done = subprocess.run(["pgrep", "-f", "--", f"--name {app_name}"], capture_output=True, text=True)
     return [int(p) for p in done.stdout.split()]
 
 
