@@ -22,19 +22,8 @@ from typing import Any
 import yaml
 
 from dagspec.errors import DagspecError, SpecError
-from dagspec.spec import FORCE_PARAM, PipelineSpec, load_spec
-
-SPEC_SUFFIXES = (".yaml", ".yml")
-
-
-def project_home() -> Path:
-    """$DAGSPEC_HOME, else the current directory."""
-    return Path(os.environ.get("DAGSPEC_HOME") or os.getcwd()).resolve()
-
-
-def default_pipelines_dir(home: Path) -> Path:
-    """$DAGSPEC_PIPELINES, else ``<home>/pipelines``."""
-    return Path(os.environ.get("DAGSPEC_PIPELINES") or home / "pipelines")
+from dagspec.plan import project_home
+from dagspec.spec import FORCE_PARAM, PipelineSpec, load_spec, pipelines_dir, spec_files
 
 
 def _display(path: Path, home: Path) -> str:
@@ -44,12 +33,11 @@ def _display(path: Path, home: Path) -> str:
 
 def _spec_paths(paths: Sequence[str], home: Path) -> list[Path]:
     if not paths:
-        folder = default_pipelines_dir(home)
-        return sorted(p for p in folder.glob("*") if p.suffix in SPEC_SUFFIXES)
+        return spec_files(pipelines_dir(home))
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        found.extend(sorted(p for p in path.glob("*") if p.suffix in SPEC_SUFFIXES) if path.is_dir() else [path])
+        found.extend(spec_files(path) if path.is_dir() else [path])
     return found
 
 
@@ -234,7 +222,7 @@ def _abs_root(root: str | None) -> str | None:
     return str(Path(root).resolve())
 
 
-def _latest_run_states(db: Path, dag_id: str, since: float) -> tuple[str | None, list[tuple[str, str, float]]]:
+def _latest_run_states(db: Path, dag_id: str) -> tuple[str | None, list[tuple[str, str, float]]]:
     with sqlite3.connect(db) as con:
         row = con.execute(
             "SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
@@ -255,7 +243,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = _parse_overrides(args.param, spec)
     if args.force:
         overrides[FORCE_PARAM] = True
-    if spec_path.parent != default_pipelines_dir(home).resolve():
+    if spec_path.parent != pipelines_dir(home).resolve():
         os.environ["DAGSPEC_PIPELINES"] = str(spec_path.parent)
     if args.storage_root:
         os.environ["DAGSPEC_STORAGE_ROOT"] = _abs_root(args.storage_root) or ""
@@ -270,7 +258,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with log_path.open("w") as log:
         cmd = ["dags", "test", spec.dag_id, "--conf", json.dumps(overrides)]
         done = _airflow(cmd, env, stdout=None if args.verbose else log, stderr=subprocess.STDOUT)
-    state, tasks = _latest_run_states(Path(env["AIRFLOW_HOME"]) / "airflow.db", spec.dag_id, started)
+    state, tasks = _latest_run_states(Path(env["AIRFLOW_HOME"]) / "airflow.db", spec.dag_id)
     order = {name: i for i, name in enumerate(spec.stage_order())}
     for task_id, task_state, duration in sorted(tasks, key=lambda t: order.get(t[0], 0)):
         print(f"  {task_id:24} {task_state:16} {duration:7.1f} s")

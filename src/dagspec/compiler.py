@@ -15,19 +15,8 @@ from airflow.sdk import DAG, Asset, Param
 from dagspec.errors import SpecError
 from dagspec.operator import DagspecStageOperator
 from dagspec.registry import get_kind
-from dagspec.spec import FORCE_PARAM, PipelineSpec, load_spec, parse_ref
-
-SPEC_SUFFIXES = (".yaml", ".yml")
-
-
-def pipelines_dir(home: Path) -> Path:
-    """$DAGSPEC_PIPELINES, else ``<home>/pipelines``."""
-    return Path(os.environ.get("DAGSPEC_PIPELINES") or home / "pipelines")
-
-
-def spec_files(folder: Path) -> list[Path]:
-    """Every spec file of a folder, sorted."""
-    return sorted(p for p in folder.glob("*") if p.suffix in SPEC_SUFFIXES and p.is_file())
+from dagspec.spec import FORCE_PARAM, PipelineSpec, load_spec, parse_ref, spec_files
+from dagspec.spec import pipelines_dir as pipelines_dir  # re-exported for dags/
 
 
 def _as_datetime(value: dt.date | dt.datetime | None) -> dt.datetime | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import graphlib
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -408,6 +409,19 @@ def _check_reference(
         return
     if role is not None and available[output] != role.type:
         issues.add(loc, f"{ref!r} is {available[output].value} but this input expects {role.type.value}")
+
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+
+
+def pipelines_dir(home: Path) -> Path:
+    """$DAGSPEC_PIPELINES, else ``<home>/pipelines``."""
+    return Path(os.environ.get("DAGSPEC_PIPELINES") or home / "pipelines")
+
+
+def spec_files(folder: Path) -> list[Path]:
+    """Every spec file of a folder, sorted."""
+    return sorted(p for p in folder.glob("*") if p.suffix in SPEC_SUFFIXES and p.is_file())
 
 
 def load_spec(path: str | Path, display_name: str | None = None) -> PipelineSpec:
