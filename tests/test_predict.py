@@ -271,3 +271,13 @@ def test_predict_two_named_inputs_with_sequences_padded_per_batch(
     # the reference padded everything to the longest event; masking makes the padding irrelevant
     expected = keras_models["reference"]["sequence"]
     assert np.abs(rows[["prob_0", "prob_1", "prob_2"]].to_numpy() - expected).max() < 1e-5
+
+
+def test_small_inputs_are_scored_by_fewer_tasks(spark) -> None:
+    from dagspec.stages.model_io import coalesce_small
+
+    df = spark.range(0, 1000, numPartitions=4)
+    assert coalesce_small(df, 20_000).rdd.getNumPartitions() == 1
+    assert coalesce_small(df, 400).rdd.getNumPartitions() == 3  # ceil(1000 / 400)
+    assert coalesce_small(df, 100).rdd.getNumPartitions() == 4  # never more partitions than before
+    assert sorted(r.id for r in coalesce_small(df, 400).collect()) == list(range(1000))

@@ -21,6 +21,12 @@ class PredictParams(StageParams):
     key_col: str | None = Field(default=None, min_length=1, description="row key to keep, e.g. event_id")
     passthrough: list[str] = Field(default_factory=list, description="more columns to keep unchanged")
     batch_size: int = Field(default=1024, ge=1, le=1_000_000, description="rows per model call")
+    min_rows_per_task: int = Field(
+        default=20_000,
+        ge=1,
+        description="small inputs are scored by fewer Spark tasks (at least this many rows each):"
+        " each task loads the model in its own Python worker",
+    )
     probabilities: Literal["columns", "array"] = Field(
         default="columns",
         description="'columns': one double column prob_<class> per class; "
@@ -50,6 +56,12 @@ class EvaluateParams(StageParams):
         description="class values, or a one-hot array/vector; default: model.json label_col, else 'label'",
     )
     batch_size: int = Field(default=1024, ge=1, le=1_000_000, description="rows per model call")
+    min_rows_per_task: int = Field(
+        default=20_000,
+        ge=1,
+        description="small inputs are scored by fewer Spark tasks (at least this many rows each):"
+        " each task loads the model in its own Python worker",
+    )
     clip_eps: float = Field(default=1e-15, gt=0, lt=0.5, description="log loss clips p to [eps, 1 - eps]")
     curve_points: int = Field(default=1000, ge=10, le=100_000, description="ROC points kept per class")
 

@@ -51,7 +51,9 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> dict[
     label_col = params.label_col or meta.get("label_col") or "label"
     if label_col not in df.columns:
         raise StageFailedError(f"label column {label_col!r} is not in the data; columns: {', '.join(df.columns)}")
-    predictions = transform_with_model(ctx.spark, model_dir, df, [label_col], batch_size=params.batch_size)
+    predictions = transform_with_model(
+        ctx.spark, model_dir, df, [label_col], batch_size=params.batch_size, min_rows_per_task=params.min_rows_per_task
+    )
     scored = predictions.select(
         label_index(df.schema[label_col].dataType, F.col(label_col), classes).alias("label_idx"),
         F.col(PROBABILITY),

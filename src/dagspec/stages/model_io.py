@@ -98,8 +98,12 @@ def transform_with_model(
     keep_cols: Sequence[str],
     *,
     batch_size: int | None = None,
+    min_rows_per_task: int | None = None,
 ) -> DataFrame:
-    """``keep_cols`` + ``probability`` + ``prediction`` for every row of ``df`` (lazy)."""
+    """``keep_cols`` + ``probability`` + ``prediction`` for every row of ``df`` (lazy).
+
+    ``min_rows_per_task``: fewer tasks for a small ``df`` (see ``coalesce_small``).
+    """
     meta = read_model_meta(model_dir)
     keep = list(dict.fromkeys(keep_cols))
     clashes = [c for c in keep if c in (PROBABILITY, PREDICTION)]
@@ -110,10 +114,28 @@ def transform_with_model(
         raise StageFailedError(f"columns {missing} are not in the data; columns: {', '.join(df.columns)}")
     if batch_size is not None:
         meta = {**meta, "batch_size": batch_size}
+    if min_rows_per_task is not None:
+        df = coalesce_small(df, min_rows_per_task)
     module = importlib.import_module(f"dagspec.stages.model_{meta['flavor']}")
     result: DataFrame = module.transform(spark, model_dir, meta, df, keep)
     _check_contract(meta["flavor"], result, df, keep, len(meta["classes"]))
     return result
+
+
+def coalesce_small(df: DataFrame, min_rows_per_task: int) -> DataFrame:
+    """``df`` in fewer partitions when it has fewer than ``min_rows_per_task`` rows per partition.
+
+    Every inference task starts a Python worker that imports the model's library and loads the
+    model (TensorFlow: seconds of CPU each). For a test set of a few hundred rows spread over the
+    files of a Parquet checkpoint that start-up is the whole cost, so small inputs are scored by
+    fewer tasks. Costs one ``count`` (Parquet answers it from the footers).
+    """
+    partitions = df.rdd.getNumPartitions()
+    if partitions <= 1:
+        return df
+    rows = df.count()
+    wanted = max(1, -(-rows // min_rows_per_task))
+    return df.coalesce(wanted) if wanted < partitions else df
 
 
 def _check_contract(flavor: str, result: DataFrame, df: DataFrame, keep: list[str], n_classes: int) -> None:

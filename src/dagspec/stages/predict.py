@@ -20,7 +20,9 @@ def predict(inputs: Inputs, params: PredictParams, ctx: StageContext) -> dict[st
     assert isinstance(model_dir, str) and isinstance(df, DataFrame)
     meta = read_model_meta(model_dir)
     keep = list(dict.fromkeys(([params.key_col] if params.key_col else []) + params.passthrough))
-    scored = transform_with_model(ctx.spark, model_dir, df, keep, batch_size=params.batch_size)
+    scored = transform_with_model(
+        ctx.spark, model_dir, df, keep, batch_size=params.batch_size, min_rows_per_task=params.min_rows_per_task
+    )
     if params.probabilities == "columns":
         # getItem in the JVM: the model's UDF still runs once per row (the array is projected once)
         probs = [F.col(PROBABILITY).getItem(i).alias(f"prob_{c}") for i, c in enumerate(meta["classes"])]
