@@ -73,9 +73,32 @@ def main() -> int:
     parser.add_argument("--hash-bits", type=int, default=17)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--memory-sizes", type=int, nargs="*", default=[])
+    parser.add_argument(
+        "--memory-rounds",
+        type=int,
+        default=20,
+        help="boosting rounds of the memory runs (memory does not grow with rounds)",
+    )
+    parser.add_argument("--skip-comparison", action="store_true", help="only the memory runs")
     parser.add_argument("--out", default=str(REPO / "bench" / "ctr_last.json"))
     args = parser.parse_args()
 
+    work = Path(tempfile.mkdtemp(prefix="dagspec-bench-ctr-"))
+    os.environ["DAGSPEC_STORAGE_ROOT"] = str(work / "storage")
+    results: dict[str, Any] = {} if args.skip_comparison else _compare(args, work)
+
+    if args.memory_sizes:
+        results["driver_peak_rss_mb"] = _memory_runs(args, work)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    if "summary" in results:
+        print(json.dumps(results["summary"], indent=2))
+    if "driver_peak_rss_mb" in results:
+        print(json.dumps(results["driver_peak_rss_mb"], indent=2))
+    return 0
+
+
+def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The side-by-side runs at --train-rows / --test-rows; returns the raw runs and the summary."""
     import numpy as np
     import xgboost as xgb
     from pyspark.sql import SparkSession
@@ -84,13 +107,11 @@ def main() -> int:
     from dagspec.plan import default_context, resolve_pipeline
     from dagspec.runtime import run_stage
     from dagspec.spec import load_spec
-    from dagspec.stages.ctr_arrow import csr_from_vectors, dense_from_columns
+    from dagspec.stages.ctr_arrow import csr_from_vectors
     from dagspec.stages.model_io import transform_with_model
 
     days = max(2, round(args.train_rows / args.test_rows) + 1)  # equal days; the last one is the test set
     rows = args.test_rows * days
-    work = Path(tempfile.mkdtemp(prefix="dagspec-bench-ctr-"))
-    os.environ["DAGSPEC_STORAGE_ROOT"] = str(work / "storage")
     spec_path = work / "ctr_bench.yaml"
     spec_path.write_text(SPEC.format(rows=rows, days=days, bits=args.hash_bits, rounds=args.rounds))
     spec = load_spec(spec_path)
@@ -123,7 +144,6 @@ def main() -> int:
     n_features = 2**args.hash_bits
     xh_train, yh_train = csr_from_vectors(train_h.column("features"), n_features), train_h.column("label").to_numpy()
     xh_test = csr_from_vectors(test_h.column("features"), n_features)
-    _ = dense_from_columns
 
     for rep in range(args.repeats):
         run: dict[str, Any] = {"rep": rep}
@@ -181,14 +201,7 @@ def main() -> int:
     }
     results["summary"] = summary
     spark.stop()
-
-    if args.memory_sizes:
-        results["driver_peak_rss_mb"] = _memory_runs(args, work)
-    Path(args.out).write_text(json.dumps(results, indent=2))
-    print(json.dumps(results["summary"], indent=2))
-    if "driver_peak_rss_mb" in results:
-        print(json.dumps(results["driver_peak_rss_mb"], indent=2))
-    return 0
+    return results
 
 
 def _memory_runs(args: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]:
@@ -202,7 +215,7 @@ def _memory_runs(args: argparse.Namespace, work: Path) -> dict[str, dict[str, fl
     for size in args.memory_sizes:
         spec_path = work / f"mem_{size}.yaml"
         days = 2
-        spec_path.write_text(SPEC.format(rows=size * days, days=days, bits=args.hash_bits, rounds=args.rounds))
+        spec_path.write_text(SPEC.format(rows=size * days, days=days, bits=args.hash_bits, rounds=args.memory_rounds))
         spec = load_spec(spec_path)
         plan = resolve_pipeline(spec, default_context(spec, {"rep": 0}))
         out[str(size)] = {}
