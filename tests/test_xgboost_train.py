@@ -80,13 +80,23 @@ def test_single_node_hashed_and_as_is_match_python_xgboost(spark, home, tmp_path
     assert hashed_meta["features_col"] == "features" and hashed_meta["num_features"] == 4096
 
 
-def test_spark_mode_trains_and_saves_the_spark_model(spark, home, tmp_path: Path) -> None:
-    spec = _spec(tmp_path, f"xgb: {{kind: train_xgboost, inputs: {{train: hashed}}, params: {{workers: 2, {SMALL}}}}}")
+@pytest.mark.parametrize("data", ["hashed", "as_is"])
+def test_spark_mode_trains_and_saves_the_spark_model(spark, home, tmp_path: Path, data: str) -> None:
+    import xgboost as xgb
+
+    spec = _spec(tmp_path, f"xgb: {{kind: train_xgboost, inputs: {{train: {data}}}, params: {{workers: 2, {SMALL}}}}}")
     plan = load_and_run(spark, spec)
-    meta, predictions = _predict(spark, plan["xgb"], plan["hashed"])
+    meta, predictions = _predict(spark, plan["xgb"], plan[data])
     assert meta["mode"] == "spark" and meta["rounds"] == 12
     assert (_model_dir(plan["xgb"]) / "spark_model" / "metadata").exists()
-    assert predictions.count() == 1000
+    got = np.array([r["probability"][1] for r in predictions.collect()])
+    assert len(got) == 1000
+    if data == "as_is":  # SparkXGB names the booster's features after the columns: inference must too
+        booster = xgb.Booster(model_file=str(_model_dir(plan["xgb"]) / meta["artifact"]))
+        assert booster.feature_names == meta["input_columns"]
+        frame = spark.read.parquet(plan[data].output_path("data")).toPandas()[meta["input_columns"]]
+        expected = booster.predict(xgb.DMatrix(frame.astype("float32"), missing=np.nan))
+        np.testing.assert_allclose(np.sort(got), np.sort(expected), rtol=1e-5)
 
 
 def test_spark_mode_refuses_more_workers_than_task_slots(spark, home, tmp_path: Path) -> None:

@@ -72,7 +72,15 @@ def transform(
                 matrix = csr_from_vectors(batch.column(inputs[0]), n_features)
             else:
                 matrix = dense_from_columns(batch, inputs)
-            probability = numpy_to_probability(booster.predict(xgb.DMatrix(matrix, missing=missing_value)), 2)
+            # a booster trained on named columns (SparkXGB with features_cols) checks the names
+            named = booster.feature_names is not None and len(booster.feature_names) == matrix.shape[1]
+            dmatrix = xgb.DMatrix(
+                matrix,
+                missing=missing_value,
+                feature_names=booster.feature_names if named else None,
+                feature_types=booster.feature_types if named else None,
+            )
+            probability = numpy_to_probability(booster.predict(dmatrix), 2)
             arrays = [batch.column(k) for k in kept] + [probability]
             yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
