@@ -81,9 +81,15 @@ def main() -> int:
     )
     parser.add_argument("--skip-comparison", action="store_true", help="only the memory runs")
     parser.add_argument("--out", default=str(REPO / "bench" / "ctr_last.json"))
+    parser.add_argument(
+        "--work",
+        default=None,
+        help="scratch directory; data stages already committed there are reused (default: a new one)",
+    )
     args = parser.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="dagspec-bench-ctr-"))
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="dagspec-bench-ctr-"))
+    work.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSPEC_STORAGE_ROOT"] = str(work / "storage")
     results: dict[str, Any] = {} if args.skip_comparison else _compare(args, work)
 
@@ -104,7 +110,7 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from pyspark.sql import SparkSession
     from sklearn.linear_model import LogisticRegression
 
-    from dagspec.plan import default_context, resolve_pipeline
+    from dagspec.plan import checkpoint_exists, default_context, resolve_pipeline
     from dagspec.runtime import run_stage
     from dagspec.spec import load_spec
     from dagspec.stages.ctr_arrow import csr_from_vectors
@@ -130,6 +136,9 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }  # fmt: skip
     data_plan = resolve_pipeline(spec, default_context(spec, {"rep": 0}))
     for name in ("logs", "train_days", "test_day", "train_as_is", "test_as_is", "train_hashed", "test_hashed"):
+        if checkpoint_exists(data_plan[name]):
+            print(f"{name}: reused", flush=True)
+            continue
         t0 = time.perf_counter()
         run_stage(spark, data_plan[name])
         print(f"{name}: {time.perf_counter() - t0:.1f} s", flush=True)
