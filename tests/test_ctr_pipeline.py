@@ -51,3 +51,8 @@ def test_criteo_ctr_pipeline_on_the_real_sample(spark, home, tmp_path: Path) -> 
         assert float(row["Train time"]) > 0 and float(row["Maximum memory"]) > 0
     for png in ("auc.png", "log_loss.png", "train_time.png", "memory.png"):
         assert (report_dir / png).stat().st_size > 1000
+    # the logistic regression is fitted with dagspec's defaults, not Spark's (docs/ctr.md)
+    from pyspark.ml import PipelineModel
+
+    fitted = PipelineModel.load(str(Path(plan["lr_3"].output_path("model")) / "spark_model")).stages[-1]
+    assert fitted.getRegParam() == 1e-4 and fitted.getStandardization() is False

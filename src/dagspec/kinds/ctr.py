@@ -169,8 +169,15 @@ class TrainSparkMLParams(StageParams):
     features_col: str | None = "features"
     # logistic regression
     max_iter: int = Field(default=100, ge=1)
-    reg_param: float = Field(default=0.0, ge=0)
+    reg_param: float = Field(
+        default=1e-4, ge=0, description="L2 (or elastic net) strength; 0 on hashed features overfits (docs/ctr.md)"
+    )
     elastic_net_param: float = Field(default=0.0, ge=0, le=1)
+    standardization: bool = Field(
+        default=False,
+        description="Spark's default (true) penalizes standardized weights: a rare hashed token's raw"
+        " weight escapes the penalty and overfits (see docs/ctr.md)",
+    )
     # random forest
     num_trees: int = Field(default=160, ge=1)
     max_depth: int = Field(default=10, ge=1, le=30)

@@ -67,13 +67,18 @@ def train_spark_ml(inputs: Mapping[str, Any], params: TrainSparkMLParams, ctx: S
     if params.model == "logistic_regression":
         stages.append(
             LogisticRegression(
-                maxIter=params.max_iter, regParam=params.reg_param, elasticNetParam=params.elastic_net_param, **common
+                maxIter=params.max_iter,
+                regParam=params.reg_param,
+                elasticNetParam=params.elastic_net_param,
+                standardization=params.standardization,
+                **common,
             )
         )
         model_params: dict[str, Any] = {
             "max_iter": params.max_iter,
             "reg_param": params.reg_param,
             "elastic_net_param": params.elastic_net_param,
+            "standardization": params.standardization,
         }
     else:
         stages.append(
