@@ -53,6 +53,9 @@ params:
 """
 
 
+STAGE_FAMILY = {"xgb_single": "xgboost", "xgb_spark": "xgboost", "lr": "lr"}
+
+
 def _metrics(y: Any, p: Any) -> dict[str, float]:
     from sklearn.metrics import log_loss, roc_auc_score
 
@@ -80,6 +83,9 @@ def main() -> int:
         help="boosting rounds of the memory runs (memory does not grow with rounds)",
     )
     parser.add_argument("--skip-comparison", action="store_true", help="only the memory runs")
+    parser.add_argument(
+        "--families", nargs="+", choices=["xgboost", "lr"], default=["xgboost", "lr"], help="which comparisons to run"
+    )
     parser.add_argument("--out", default=str(REPO / "bench" / "ctr_last.json"))
     parser.add_argument(
         "--work",
@@ -110,6 +116,7 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from pyspark.sql import SparkSession
     from sklearn.linear_model import LogisticRegression
 
+    from dagspec.kinds.ctr import TrainSparkMLParams
     from dagspec.plan import checkpoint_exists, default_context, resolve_pipeline
     from dagspec.runtime import run_stage
     from dagspec.spec import load_spec
@@ -157,7 +164,8 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     for rep in range(args.repeats):
         run: dict[str, Any] = {"rep": rep}
         plan = resolve_pipeline(spec, default_context(spec, {"rep": rep}))
-        for name in ("xgb_single", "xgb_spark", "lr"):
+        names = [n for n, family in STAGE_FAMILY.items() if family in args.families]
+        for name in names:
             t0 = time.perf_counter()
             manifest = run_stage(spark, plan[name])
             model_dir = plan[name].output_path("model")
@@ -176,38 +184,43 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 **_metrics(pdf["label"].to_numpy(), p),
             }
             print(name, run[name], flush=True)
-        t0 = time.perf_counter()
-        dtrain = xgb.DMatrix(train_as_is[feature_cols], label=train_as_is["label"])
-        booster = xgb.train({**plain_params, "seed": rep}, dtrain, num_boost_round=args.rounds)
-        run["plain_xgboost"] = {
-            "train_time_s": time.perf_counter() - t0,
-            **_metrics(y_test, booster.predict(xgb.DMatrix(x_test))),
-        }
-        print("plain_xgboost", run["plain_xgboost"], flush=True)
-        t0 = time.perf_counter()
-        sk = LogisticRegression(max_iter=100, C=1e6, solver="lbfgs").fit(
-            xh_train, yh_train
-        )  # C large = no reg, as Spark's default
-        run["sklearn_lr"] = {
-            "train_time_s": time.perf_counter() - t0,
-            **_metrics(y_test, sk.predict_proba(xh_test)[:, 1]),
-        }
-        print("sklearn_lr", run["sklearn_lr"], flush=True)
+        if "xgboost" in args.families:
+            t0 = time.perf_counter()
+            dtrain = xgb.DMatrix(train_as_is[feature_cols], label=train_as_is["label"])
+            booster = xgb.train({**plain_params, "seed": rep}, dtrain, num_boost_round=args.rounds)
+            run["plain_xgboost"] = {
+                "train_time_s": time.perf_counter() - t0,
+                **_metrics(y_test, booster.predict(xgb.DMatrix(x_test))),
+            }
+            print("plain_xgboost", run["plain_xgboost"], flush=True)
+        if "lr" in args.families:
+            # the same objective: Spark's regParam is lambda on the mean loss, sklearn's C = 1 / (n lambda)
+            reg = TrainSparkMLParams(model="logistic_regression").reg_param
+            t0 = time.perf_counter()
+            sk = LogisticRegression(max_iter=100, C=1 / (len(yh_train) * reg), solver="lbfgs").fit(xh_train, yh_train)
+            run["sklearn_lr"] = {
+                "train_time_s": time.perf_counter() - t0,
+                "C": 1 / (len(yh_train) * reg),
+                **_metrics(y_test, sk.predict_proba(xh_test)[:, 1]),
+            }
+            print("sklearn_lr", run["sklearn_lr"], flush=True)
         results["runs"].append(run)
 
     def median(engine: str, key: str) -> float:
         return statistics.median(r[engine][key] for r in results["runs"])
 
-    summary = {e: {k: median(e, k) for k in ("train_time_s", "auc", "logloss")}
-               for e in ("xgb_single", "xgb_spark", "plain_xgboost", "lr", "sklearn_lr")}  # fmt: skip
-    summary["ratios"] = {
-        "xgb_single / plain": summary["xgb_single"]["train_time_s"] / summary["plain_xgboost"]["train_time_s"],
-        "xgb_spark / plain": summary["xgb_spark"]["train_time_s"] / summary["plain_xgboost"]["train_time_s"],
-        "spark_lr / sklearn": summary["lr"]["train_time_s"] / summary["sklearn_lr"]["train_time_s"],
-        "auc xgb_single - plain": summary["xgb_single"]["auc"] - summary["plain_xgboost"]["auc"],
-        "auc xgb_spark - plain": summary["xgb_spark"]["auc"] - summary["plain_xgboost"]["auc"],
-        "auc spark_lr - sklearn": summary["lr"]["auc"] - summary["sklearn_lr"]["auc"],
-    }
+    engines = [e for e in ("xgb_single", "xgb_spark", "plain_xgboost", "lr", "sklearn_lr") if e in results["runs"][0]]
+    summary: dict[str, Any] = {e: {k: median(e, k) for k in ("train_time_s", "auc", "logloss")} for e in engines}
+    pairs = [("xgb_single", "plain_xgboost"), ("xgb_spark", "plain_xgboost"), ("lr", "sklearn_lr")]
+    summary["ratios"] = {}
+    for ours, theirs in pairs:
+        if ours in summary and theirs in summary:
+            summary["ratios"][f"{ours} / {theirs} (median times)"] = (
+                summary[ours]["train_time_s"] / summary[theirs]["train_time_s"]
+            )
+            paired = [r[ours]["train_time_s"] / r[theirs]["train_time_s"] for r in results["runs"]]
+            summary["ratios"][f"{ours} / {theirs} (per run)"] = [round(x, 3) for x in paired]
+            summary["ratios"][f"auc {ours} - {theirs}"] = summary[ours]["auc"] - summary[theirs]["auc"]
     results["summary"] = summary
     spark.stop()
     return results
