@@ -161,11 +161,13 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     xh_train, yh_train = csr_from_vectors(train_h.column("features"), n_features), train_h.column("label").to_numpy()
     xh_test = csr_from_vectors(test_h.column("features"), n_features)
 
+    stage_names = [n for n, family in STAGE_FAMILY.items() if family in args.families]
+    # the same objective: Spark's regParam is lambda on the mean loss, sklearn's C = 1 / (n lambda)
+    sklearn_c = 1 / (len(yh_train) * TrainSparkMLParams(model="logistic_regression").reg_param)
     for rep in range(args.repeats):
         run: dict[str, Any] = {"rep": rep}
         plan = resolve_pipeline(spec, default_context(spec, {"rep": rep}))
-        names = [n for n, family in STAGE_FAMILY.items() if family in args.families]
-        for name in names:
+        for name in stage_names:
             t0 = time.perf_counter()
             manifest = run_stage(spark, plan[name])
             model_dir = plan[name].output_path("model")
@@ -194,13 +196,11 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             }
             print("plain_xgboost", run["plain_xgboost"], flush=True)
         if "lr" in args.families:
-            # the same objective: Spark's regParam is lambda on the mean loss, sklearn's C = 1 / (n lambda)
-            reg = TrainSparkMLParams(model="logistic_regression").reg_param
             t0 = time.perf_counter()
-            sk = LogisticRegression(max_iter=100, C=1 / (len(yh_train) * reg), solver="lbfgs").fit(xh_train, yh_train)
+            sk = LogisticRegression(max_iter=100, C=sklearn_c, solver="lbfgs").fit(xh_train, yh_train)
             run["sklearn_lr"] = {
                 "train_time_s": time.perf_counter() - t0,
-                "C": 1 / (len(yh_train) * reg),
+                "C": sklearn_c,
                 **_metrics(y_test, sk.predict_proba(xh_test)[:, 1]),
             }
             print("sklearn_lr", run["sklearn_lr"], flush=True)

@@ -15,11 +15,9 @@ from dagspec.registry import InputRole, IOType, KindDef, StageParams, register
 MODEL_AND_DATA = {"model": InputRole(type=IOType.FILES), "data": InputRole()}
 
 
-class PredictParams(StageParams):
-    """Score a table with a saved model: kept columns, class probabilities, predicted class."""
+class ScoringParams(StageParams):
+    """How a saved model is applied to a table: shared by predict and evaluate."""
 
-    key_col: str | None = Field(default=None, min_length=1, description="row key to keep, e.g. event_id")
-    passthrough: list[str] = Field(default_factory=list, description="more columns to keep unchanged")
     batch_size: int = Field(default=1024, ge=1, le=1_000_000, description="rows per model call")
     min_rows_per_task: int = Field(
         default=20_000,
@@ -27,6 +25,13 @@ class PredictParams(StageParams):
         description="small inputs are scored by fewer Spark tasks (at least this many rows each):"
         " each task loads the model in its own Python worker",
     )
+
+
+class PredictParams(ScoringParams):
+    """Score a table with a saved model: kept columns, class probabilities, predicted class."""
+
+    key_col: str | None = Field(default=None, min_length=1, description="row key to keep, e.g. event_id")
+    passthrough: list[str] = Field(default_factory=list, description="more columns to keep unchanged")
     probabilities: Literal["columns", "array"] = Field(
         default="columns",
         description="'columns': one double column prob_<class> per class; "
@@ -47,20 +52,13 @@ register(
 )
 
 
-class EvaluateParams(StageParams):
+class EvaluateParams(ScoringParams):
     """Classification metrics of a saved model on a labelled table, computed by Spark."""
 
     label_col: str | None = Field(
         default=None,
         min_length=1,
         description="class values, or a one-hot array/vector; default: model.json label_col, else 'label'",
-    )
-    batch_size: int = Field(default=1024, ge=1, le=1_000_000, description="rows per model call")
-    min_rows_per_task: int = Field(
-        default=20_000,
-        ge=1,
-        description="small inputs are scored by fewer Spark tasks (at least this many rows each):"
-        " each task loads the model in its own Python worker",
     )
     clip_eps: float = Field(default=1e-15, gt=0, lt=0.5, description="log loss clips p to [eps, 1 - eps]")
     curve_points: int = Field(default=1000, ge=10, le=100_000, description="ROC points kept per class")
