@@ -1,7 +1,7 @@
 """Benchmark of ``topology_features``: the seed's Python UDF vs dagspec vs the I/O floor.
 
 Every variant runs in ONE Spark session on the same Parquet data and ends with a Parquet write
-(the seed's action):
+(the seed's action); runs are taken round-robin across the variants:
 
 - ``seed``: a faithful port of the SparkDLTrigger feature preparation: Spark ML MinMaxScaler on the
   HLF vector, OneHotEncoder(dropLast=False) on the label, and the row-at-a-time Python UDF
@@ -177,8 +177,12 @@ def main() -> int:
             # transform per event, without generating (and waiting for) more data
             data = base_data if multiple == 1 else replicate(base_data, multiple, work / f"events-{events}")
             variants = ["floor", "output_floor", "dagspec", "seed"] if multiple == 1 else ["floor", "dagspec"]
-            for variant in variants:
-                times = [timed_run(spark, variant, str(data), work) for _ in range(args.runs)]
+            # round-robin: a drift in the machine's speed hits every variant alike
+            runs: dict[str, list[float]] = {variant: [] for variant in variants}
+            for _ in range(args.runs):
+                for variant in variants:
+                    runs[variant].append(timed_run(spark, variant, str(data), work))
+            for variant, times in runs.items():
                 results[(variant, events)] = statistics.median(times)
                 line = {"variant": variant, "events": events, "times_s": [round(t, 2) for t in times]}
                 line |= {"median_s": round(results[(variant, events)], 2)}

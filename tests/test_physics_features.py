@@ -64,8 +64,14 @@ def random_events(n: int, seed: int) -> list[np.ndarray]:
     return events
 
 
-def test_numpy_core_matches_the_seed_udf_on_degenerate_events() -> None:
+@pytest.mark.parametrize("longest", [0, 600], ids=["per-event-table", "lexsort-for-one-long-event"])
+def test_numpy_core_matches_the_seed_udf_on_degenerate_events(longest: int) -> None:
     events = random_events(300, seed=1)
+    if longest:  # one event far above the mean: the sort takes its other path
+        rng = np.random.default_rng(2)
+        long_event = rng.normal(size=(longest, 19))
+        long_event[longest // 3 :] = 0.0
+        events.insert(150, long_event)
     offsets = np.concatenate([[0], np.cumsum([len(e) for e in events])])
     _, out = prepare_particles(offsets, np.concatenate(events))
     for i, event in enumerate(events):

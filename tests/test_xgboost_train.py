@@ -50,9 +50,19 @@ def test_single_node_hashed_and_as_is_match_python_xgboost(spark, home, tmp_path
         f"""
           xgb_h: {{kind: train_xgboost, inputs: {{train: hashed}}, params: {{{SMALL}}}}}
           xgb_a: {{kind: train_xgboost, inputs: {{train: as_is, validation: as_is}}, params: {{{SMALL}}}}}
+          xgb_s: {{kind: train_xgboost, inputs: {{train: as_is}}, params: {{{SMALL}, in_memory_max_mb: 0, batch_rows: 300}}}}
         """,
     )
     plan = load_and_run(spark, spec)
+    # streamed in 300-row batches through the DataIter: the same model as the one-piece load
+    assert manifest(plan["xgb_a"])["metrics"]["train_data"] == "memory"
+    assert manifest(plan["xgb_s"])["metrics"]["train_data"] == "stream"
+    _, in_memory = _predict(spark, plan["xgb_a"], plan["as_is"])
+    _, streamed = _predict(spark, plan["xgb_s"], plan["as_is"])
+    # scoring is a map over the same Parquet partitions: rows come back in the same order
+    p_memory = np.array([r["probability"][1] for r in in_memory.collect()])
+    p_stream = np.array([r["probability"][1] for r in streamed.collect()])
+    np.testing.assert_allclose(p_stream, p_memory, atol=1e-6)
     for name, data in (("xgb_h", "hashed"), ("xgb_a", "as_is")):
         meta, predictions = _predict(spark, plan[name], plan[data])
         assert meta["flavor"] == "xgboost" and meta["rounds"] == 12 and meta["resumed_from_round"] == 0

@@ -120,6 +120,12 @@ class TrainXGBoostParams(StageParams):
     seed: int = 42
     checkpoint_every: int = Field(default=20, ge=1, description="rounds between resumable checkpoints")
     batch_rows: int = Field(default=65536, ge=1, description="single node: rows per Arrow batch fed to xgboost")
+    in_memory_max_mb: int = Field(
+        default=2048,
+        ge=0,
+        description="single node: training data up to this size (uncompressed, from the Parquet footers) is"
+        " read in one piece; larger data streams through a DataIter in batch_rows batches (0 = always stream)",
+    )
 
     def booster_params(self) -> dict[str, float | int | str]:
         """The xgboost.train params (objective and metric included)."""

@@ -45,10 +45,30 @@ def delta_r_to_first(offsets: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.sqrt(deta**2 + dphi**2)
 
 
+def _order_within_events(offsets: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Indices that stably sort ``key`` ascending inside each event; events stay in place.
+
+    One (events x longest event) table sorted row by row: short rows sort in cache, about 4x
+    faster than one lexsort over the batch. Padding is +inf, which sorts after every real key
+    (NaN, as in lexsort, sorts last and is kept); a batch whose longest event is far above the
+    mean would pad too much and takes the lexsort.
+    """
+    counts = np.diff(offsets)
+    starts = offsets[:-1]
+    width = int(counts.max(initial=0))
+    event = np.repeat(np.arange(len(counts)), counts)
+    if width == 0 or len(counts) * width > 4 * len(key):
+        return np.lexsort((key, event))
+    table = np.full((len(counts), width), np.inf)
+    table[event, np.arange(len(key)) - np.repeat(starts, counts)] = key
+    order = np.argsort(table, axis=1, kind="stable")
+    order += starts[:, None]
+    return order[order < offsets[1:, None]]
+
+
 def sort_by_delta_r(offsets: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Particles of each event in decreasing DeltaR from particle 0; ties keep their input order."""
-    event = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
-    order = np.lexsort((-delta_r_to_first(offsets, x), event))  # lexsort is stable
+    order = _order_within_events(offsets, -delta_r_to_first(offsets, x))
     return np.take(x, order, axis=0)  # half the time of x[order] for (n, 19) rows
 
 
@@ -66,9 +86,11 @@ def standardize_per_event(offsets: np.ndarray, x: np.ndarray, *, in_place: bool 
     segments = scipy.sparse.csr_matrix((np.ones(rows), np.arange(rows), offsets), shape=(len(counts), rows))
     n = np.maximum(counts, 1).astype(np.float64)[:, None]  # an empty event has no rows to scale
     mean = (segments @ out) / n
-    out -= np.repeat(mean, counts, axis=0)
+    expanded = np.repeat(mean, counts, axis=0)
+    out -= expanded
     correction = segments @ out
-    var = (segments @ np.square(out) - correction**2 / n) / n
+    squares = np.square(out, out=expanded)  # reuses memory already paged in
+    var = (segments @ squares - correction**2 / n) / n
     # sklearn's _is_constant_feature: below the two-pass error bound the feature is constant
     constant = var <= n * _EPS * var + (n * mean * _EPS) ** 2
     scale = np.where(constant, 1.0, np.sqrt(np.where(constant, 1.0, var)))

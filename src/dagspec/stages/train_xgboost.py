@@ -187,6 +187,46 @@ def _arrow_iter(files: list[str], meta: dict[str, Any], label_col: str, batch_ro
     return ParquetBatches()
 
 
+def _uncompressed_mb(files: list[str], columns: list[str]) -> float:
+    """Size of ``columns`` once decoded, from the Parquet footers (no data read)."""
+    import pyarrow.parquet as pq
+
+    wanted = set(columns)
+    total = 0
+    for file in files:
+        metadata = pq.ParquetFile(file).metadata
+        for g in range(metadata.num_row_groups):
+            group = metadata.row_group(g)
+            for c in range(group.num_columns):
+                chunk = group.column(c)
+                if chunk.path_in_schema.split(".")[0] in wanted:
+                    total += chunk.total_uncompressed_size
+    return total / 2**20
+
+
+def _quantile_matrix(files: list[str], meta: dict[str, Any], params: TrainXGBoostParams, ref: Any = None) -> Any:
+    """A QuantileDMatrix of the shards, and how it was loaded ("memory" or "stream").
+
+    In one piece when it fits ``in_memory_max_mb``: xgboost then sketches one array instead of
+    pulling every batch through the DataIter three times (1M as_is rows here: 6.3 s vs 9.0 s).
+    """
+    import pyarrow.dataset as ds
+    import xgboost as xgb
+
+    from dagspec.stages.ctr_arrow import features_of
+
+    columns = [params.label_col, *meta["input_columns"]]
+    if _uncompressed_mb(files, columns) <= params.in_memory_max_mb:
+        table = ds.dataset(files, format="parquet").to_table(columns=columns)
+        label = table.column(params.label_col).to_numpy().astype("float32")
+        data = features_of(table, meta)
+        del table
+        matrix = xgb.QuantileDMatrix(data, label=label, max_bin=params.max_bin, missing=meta["missing"], ref=ref)
+        return matrix, "memory"
+    batches = _arrow_iter(files, meta, params.label_col, params.batch_rows)
+    return xgb.QuantileDMatrix(batches, max_bin=params.max_bin, missing=meta["missing"], ref=ref), "stream"
+
+
 def _train_single_node(
     ctx: StageContext,
     params: TrainXGBoostParams,
@@ -199,17 +239,11 @@ def _train_single_node(
     import xgboost as xgb
 
     train_files = _parquet_files(ctx.stage.inputs["train"].path)
-    dtrain = xgb.QuantileDMatrix(
-        _arrow_iter(train_files, meta, params.label_col, params.batch_rows),
-        max_bin=params.max_bin,
-        missing=meta["missing"],
-    )
+    dtrain, ctx.metrics["train_data"] = _quantile_matrix(train_files, meta, params)
     evals = [(dtrain, "train")]
     if has_validation:
         val_files = _parquet_files(ctx.stage.inputs["validation"].path)
-        dval = xgb.QuantileDMatrix(
-            _arrow_iter(val_files, meta, params.label_col, params.batch_rows), ref=dtrain, missing=meta["missing"]
-        )
+        dval, _ = _quantile_matrix(val_files, meta, params, ref=dtrain)
         evals.append((dval, "validation"))
     booster_params = {**params.booster_params(), "nthread": params.nthread or os.cpu_count() or 1}
     history: dict[str, dict[str, list[float]]] = {}
