@@ -324,6 +324,10 @@ def _train_spark(
         enable_sparse_data_optim=vector,
         xgb_model=init,
         callbacks=[checkpoint_callback(scratch / CHECKPOINT, params.checkpoint_every)],
+        # xgboost.spark only repartitions when the partition count differs from num_workers, but
+        # a file of one row group split by bytes gives N partitions of which all but one are
+        # empty: measured on a 100k-row checkpoint, one worker trained on everything
+        force_repartition=True,
         **extra,
     )
     model = classifier.fit(data)
