@@ -36,6 +36,10 @@ demo: bootstrap
 lint: bootstrap
 	$(VENV)/bin/ruff check src tests dags jobs bench plugins
 	$(VENV)/bin/ruff format --check src tests dags jobs bench plugins
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+	@long=$$(find src tests dags jobs bench plugins -name '*.py' -exec awk 'END { if (NR > 400) print FILENAME ": " NR " lines" }' {} \;); \
+		if [ -n "$$long" ]; then echo "files over 400 lines:"; echo "$$long"; exit 1; fi
 
 format: bootstrap
 	$(VENV)/bin/ruff format src tests dags jobs bench plugins

@@ -116,12 +116,12 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from pyspark.sql import SparkSession
     from sklearn.linear_model import LogisticRegression
 
-    from dagspec.kinds.ctr import TrainSparkMLParams
-    from dagspec.plan import checkpoint_exists, default_context, resolve_pipeline
-    from dagspec.runtime import run_stage
-    from dagspec.spec import load_spec
-    from dagspec.stages.ctr_arrow import csr_from_vectors
-    from dagspec.stages.model_io import transform_with_model
+    from dagspec.job.runtime import run_stage
+    from dagspec.kinds.scoring.models import transform_with_model
+    from dagspec.kinds.training.train_spark_ml import TrainSparkMLParams
+    from dagspec.kinds.training.xgboost_data import csr_from_vectors
+    from dagspec.plan.resolve import default_context, resolve_pipeline
+    from dagspec.spec.loader import load_spec
 
     days = max(2, round(args.train_rows / args.test_rows) + 1)  # equal days; the last one is the test set
     rows = args.test_rows * days
@@ -143,7 +143,7 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }  # fmt: skip
     data_plan = resolve_pipeline(spec, default_context(spec, {"rep": 0}))
     for name in ("logs", "train_days", "test_day", "train_as_is", "test_as_is", "train_hashed", "test_hashed"):
-        if checkpoint_exists(data_plan[name]):
+        if data_plan[name].checkpoint.state().done:  # committed before: reuse
             print(f"{name}: reused", flush=True)
             continue
         t0 = time.perf_counter()
@@ -169,7 +169,7 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         plan = resolve_pipeline(spec, default_context(spec, {"rep": rep}))
         for name in stage_names:
             t0 = time.perf_counter()
-            manifest = run_stage(spark, plan[name])
+            manifest = run_stage(spark, plan[name]).manifest
             model_dir = plan[name].output_path("model")
             meta = json.loads((Path(model_dir) / "model.json").read_text())
             test_name = "test_hashed" if name == "lr" else "test_as_is"
@@ -228,8 +228,8 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def _memory_runs(args: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]:
     """Driver peak RSS (manifest ``driver_peak_rss_mb``) of the training stages under spark-submit."""
-    from dagspec.plan import default_context, resolve_pipeline
-    from dagspec.spec import load_spec
+    from dagspec.plan.resolve import default_context, resolve_pipeline
+    from dagspec.spec.loader import load_spec
 
     venv_bin = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}", "PYSPARK_DRIVER_PYTHON": sys.executable}

@@ -36,9 +36,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from dagspec.kinds.physics import TopologyFeaturesParams
-from dagspec.stages.physics import add_topology_features, generate_physics_dataframe
-from dagspec.stages.physics_generate import GeneratorConfig
+from dagspec.kinds.physics.generate_events import generate_physics_dataframe
+from dagspec.kinds.physics.generator import GeneratorConfig
+from dagspec.kinds.physics.topology_features import TopologyFeaturesParams, add_topology_features
 
 
 def seed_transform(particles: list[list[float]]) -> list[list[float]]:

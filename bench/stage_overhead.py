@@ -165,8 +165,8 @@ def airflow_env(env: dict[str, str], home: Path) -> dict[str, str]:
 
 
 def resolved_stage_json(home: Path, env: dict[str, str]) -> str:
-    from dagspec.plan import default_context, resolve_pipeline
-    from dagspec.spec import load_spec
+    from dagspec.plan.resolve import default_context, resolve_pipeline
+    from dagspec.spec.loader import load_spec
 
     os.environ["DAGSPEC_STORAGE_ROOT"] = env["DAGSPEC_STORAGE_ROOT"]
     spec = load_spec(home / "pipelines" / f"{DAG_ID}.yaml")
@@ -176,8 +176,8 @@ def resolved_stage_json(home: Path, env: dict[str, str]) -> str:
 def operator_hit(home: Path, env: dict[str, str]) -> Callable[[], float]:
     """A callable timing one in-process ``execute`` of the operator on a checkpoint hit."""
     os.environ.update({k: env[k] for k in ("DAGSPEC_HOME", "DAGSPEC_STORAGE_ROOT", "DAGSPEC_PIPELINES")})
-    from dagspec.compiler import compile_pipeline
-    from dagspec.spec import load_spec
+    from dagspec.airflow.compiler import compile_pipeline
+    from dagspec.spec.loader import load_spec
 
     dag = compile_pipeline(load_spec(home / "pipelines" / f"{DAG_ID}.yaml"), home=home)
     task = dag.get_task(STAGE)

@@ -55,8 +55,8 @@ def plain_fit(data: Path, epochs: int, batch: int, lr: float, seed: int, spe: in
     import keras
     import pyarrow.parquet as pq
 
-    from dagspec.stages.keras_inputs import InputSpec, encode_dense, encode_labels
-    from dagspec.stages.keras_models import build_model
+    from dagspec.kinds.training.keras_inputs import InputSpec, encode_dense, encode_labels
+    from dagspec.kinds.training.keras_models import build_model
 
     t0 = time.perf_counter()
     table = pq.read_table(data, columns=["HLF_input", "encoded_label"])
@@ -81,9 +81,9 @@ def plain_fit(data: Path, epochs: int, batch: int, lr: float, seed: int, spe: in
 
 def stage_fit(spark: Any, data: Path, root: Path, epochs: int, batch: int, lr: float, seed: int, **params: Any) -> dict:
     """train_keras through resolve_pipeline + run_stage (the job's own code path)."""
-    from dagspec.plan import default_context, resolve_pipeline
-    from dagspec.runtime import run_stage
-    from dagspec.spec import load_spec
+    from dagspec.job.runtime import run_stage
+    from dagspec.plan.resolve import default_context, resolve_pipeline
+    from dagspec.spec.loader import load_spec
     from tests.helpers import write_spec
 
     extra = "".join(f", {k}: {v}" for k, v in params.items())
@@ -104,7 +104,7 @@ def stage_fit(spark: Any, data: Path, root: Path, epochs: int, batch: int, lr: f
     plan = resolve_pipeline(spec, default_context(spec), storage_root=str(root / "storage"))
     run_stage(spark, plan["data"])
     t0 = time.perf_counter()
-    manifest = run_stage(spark, plan["model"])
+    manifest = run_stage(spark, plan["model"]).manifest
     wall = time.perf_counter() - t0
     metrics = manifest["metrics"]
     return {"wall_s": wall, "loss": metrics["final_loss"], "epoch_times": metrics["history"]["epoch_time_s"]}

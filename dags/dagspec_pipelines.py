@@ -7,7 +7,8 @@ spec file and line.
 import os
 from pathlib import Path
 
-from dagspec.compiler import compile_folder, invalid_specs_dag, pipelines_dir
+from dagspec.airflow.compiler import compile_folder, invalid_specs_dag
+from dagspec.spec.loader import pipelines_dir
 
 HOME = Path(os.environ.get("DAGSPEC_HOME") or Path(__file__).resolve().parents[1])
 compiled = compile_folder(pipelines_dir(HOME), home=HOME)

@@ -1,8 +1,8 @@
-"""spark-submit entry point for every stage: ``run_stage.py '<resolved stage JSON>'``."""
+"""spark-submit entry point for every stage: ``run_stage.py [--force] '<resolved stage JSON>'``."""
 
 import sys
 
-from dagspec.runtime import main
+from dagspec.job.main import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

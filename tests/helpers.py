@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dagspec.plan import ResolvedStage, default_context, resolve_pipeline
-from dagspec.runtime import run_stage
-from dagspec.spec import PipelineSpec, load_spec
+from dagspec.job.runtime import run_stage
+from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
+from dagspec.spec.loader import load_spec
+from dagspec.spec.models import PipelineSpec
 
 
 def write_spec(folder: Path, text: str, name: str = "pipe.yaml") -> Path:
@@ -38,3 +40,25 @@ def load_and_run(spark: Any, path: Path, params: dict[str, Any] | None = None) -
 def manifest(stage: ResolvedStage) -> dict[str, Any]:
     """The committed manifest of a stage (local storage)."""
     return json.loads((Path(stage.checkpoint_dir) / "manifest.json").read_text())
+
+
+def parquet_table(spark, tmp_path: Path, rows: int, classes: dict[int, float] | None = None) -> Path:
+    """A Parquet table of ``rows`` rows with an id and a label drawn with the given class shares."""
+    from pyspark.sql import functions as F
+
+    df = spark.range(rows).withColumn("u", F.rand(3))
+    label = F.lit(0)
+    if classes:  # the first class whose cumulative share is above u
+        label = F.lit(max(classes))
+        for value, cumulative in reversed(list(cumulative_shares(classes))):
+            label = F.when(F.col("u") < cumulative, F.lit(value)).otherwise(label)
+    path = tmp_path / f"t{rows}"
+    df.withColumn("label", label).drop("u").repartition(5).write.parquet(str(path))
+    return path
+
+
+def cumulative_shares(classes: dict[int, float]) -> Iterator[tuple[int, float]]:
+    edge = 0.0
+    for value, share in sorted(classes.items()):
+        edge += share
+        yield value, edge

@@ -1,9 +1,4 @@
-"""Params models and registrations of every stage kind (pydantic only: no Spark here)."""
+"""Stage kinds, one module per kind, grouped by family (io, transform, sampling, physics, ctr, training, scoring).
 
-from dagspec.kinds import (
-    ctr,  # noqa: F401
-    evaluation,  # noqa: F401
-    generic,  # noqa: F401  (registers on import)
-    physics,  # noqa: F401
-    train,  # noqa: F401
-)
+``base`` is the kind API (params model, ``@kind``, the stage context); ``catalog`` finds every kind.
+"""

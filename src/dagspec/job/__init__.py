@@ -1,0 +1,1 @@
+"""The job side: the spark-submit entry point and the runner; the only place creating a SparkSession."""

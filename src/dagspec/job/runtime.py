@@ -1,0 +1,160 @@
+"""Running one resolved stage: take the lease, check the inputs, call the kind, commit the checkpoint.
+
+The commit protocol itself lives in ``dagspec.checkpoint``; this module decides when to use it:
+a valid checkpoint (and, for an export, a matching published copy) is a hit; otherwise the
+attempt takes the fingerprint's lease, writes every output under a temporary directory, then
+commits. A second attempt of the same fingerprint waits for the lease and, finding a committed
+checkpoint, discards nothing and succeeds as a hit.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dagspec.errors import DagspecError, StageFailedError
+from dagspec.kinds.base import InputSource, IOType, StageContext
+from dagspec.kinds.catalog import Catalog, load_catalog
+from dagspec.plan.fingerprint import data_identity
+from dagspec.plan.reasons import is_hit
+from dagspec.plan.resolve import ResolvedStage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("dagspec.stage")
+
+
+@dataclass
+class StageRun:
+    """What running a stage did: ``hit`` (nothing to do) or ``committed``, and the manifest."""
+
+    outcome: str
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+def read_inputs(spark: SparkSession, stage: ResolvedStage) -> dict[str, DataFrame | str]:
+    """Tables as DataFrames over the committed Parquet; files inputs as their directory path."""
+    inputs: dict[str, DataFrame | str] = {}
+    for role, source in stage.inputs.items():
+        source.checkpoint.require([source.output], f"stage {stage.name!r}, input {role!r} ({source.stage})")
+        inputs[role] = spark.read.parquet(source.path) if source.type == IOType.TABLE else source.path
+    return inputs
+
+
+def _check_source_files(stage: ResolvedStage) -> None:
+    """The files a source stage reads must be the ones its fingerprint was computed from."""
+    if not stage.source_files:
+        return
+    planned = stage.key.get("data") or {}
+    current, _ = data_identity(stage.source_files, Path(stage.home))
+    changed = sorted(p for p in stage.source_files if current.get(p) != planned.get(p))
+    if changed:
+        raise StageFailedError(
+            f"stage {stage.name!r}: input files changed after planning: {', '.join(changed[:5])}; run it again"
+        )
+
+
+def run_stage(
+    spark: SparkSession, stage: ResolvedStage, *, force: bool = False, catalog: Catalog | None = None
+) -> StageRun:
+    """Run one stage unless it is a hit; commit its checkpoint. Returns what happened."""
+    catalog = catalog or load_catalog(Path(stage.home))
+    kind = catalog.get(stage.kind)
+    if kind is None:
+        raise DagspecError(f"stage {stage.name!r}: {catalog.unknown_message(stage.kind)}")
+    params = kind.params.model_validate(stage.params)
+    if not force and is_hit(stage):
+        return StageRun("hit", stage.checkpoint.manifest() or {})
+    with stage.checkpoint.lease() as lease:
+        if lease is None or (not force and is_hit(stage)):
+            log.info("stage %s: another attempt committed %s meanwhile", stage.name, stage.checkpoint_dir)
+            return StageRun("hit", stage.checkpoint.manifest() or {})
+        _check_source_files(stage)
+        work_dir = stage.checkpoint.new_attempt_dir(lease.attempt)
+        context = StageContext(
+            spark=spark,
+            dag_id=stage.dag_id,
+            stage_name=stage.name,
+            fingerprint=stage.fingerprint,
+            home=Path(stage.home),
+            storage_root=stage.storage_root,
+            work_dir=work_dir,
+            scratch_root=stage.checkpoint.scratch_path,
+            sources={r: InputSource(i.stage, i.output, i.path, i.type) for r, i in stage.inputs.items()},
+            source_files=list(stage.source_files),
+            publish_path=stage.publish_path,
+        )
+        started = datetime.now(UTC)
+        t0, cpu0 = time.perf_counter(), _cpu_seconds()
+        outputs: Mapping[str, DataFrame] = kind.function(read_inputs(spark, stage), params, context) or {}
+        manifest_outputs = _write_outputs(spark, stage, context, outputs)
+        manifest = {
+            "dag_id": stage.dag_id,
+            "stage": stage.name,
+            "fingerprint": stage.fingerprint,
+            "kind": stage.kind,
+            "params": stage.params,
+            "key": stage.key,
+            "inputs": {
+                role: {"stage": i.stage, "output": i.output, "fingerprint": i.fingerprint, "path": i.path}
+                for role, i in stage.inputs.items()
+            },
+            "outputs": manifest_outputs,
+            "rows": {name: o["rows"] for name, o in manifest_outputs.items() if "rows" in o},
+            "started": started.isoformat(),
+            "finished": datetime.now(UTC).isoformat(),
+            "duration_s": round(time.perf_counter() - t0, 3),
+            "driver_cpu_s": round(_cpu_seconds() - cpu0, 3),
+            "driver_peak_rss_mb": round(_peak_rss_mb(), 1),
+            "spark": {"version": spark.version, **_driver_info(spark)},
+            "metrics": context.metrics,
+        }
+        committed = stage.checkpoint.commit(work_dir, manifest, replace=force or stage.checkpoint.state().done)
+        return StageRun("committed" if committed else "hit", manifest)
+
+
+def _write_outputs(
+    spark: SparkSession, stage: ResolvedStage, context: StageContext, outputs: Mapping[str, DataFrame]
+) -> dict[str, Any]:
+    """Write the returned tables as Parquet; check every declared output exists; describe them."""
+    from dagspec import storage
+
+    for name, df in outputs.items():
+        if name not in stage.outputs:
+            raise DagspecError(f"kind {stage.kind!r} returned an undeclared output {name!r}")
+        df.write.mode("errorifexists").parquet(context.output_path(name))
+    described: dict[str, Any] = {}
+    for name, type_ in stage.outputs.items():
+        path = context.output_path(name)
+        if not storage.exists(path):
+            raise DagspecError(f"stage {stage.name!r} did not write its output {name!r}")
+        if type_ == IOType.TABLE:
+            written = spark.read.parquet(path)
+            described[name] = {"type": type_.value, "rows": written.count(), "schema": written.schema.simpleString()}
+        else:
+            described[name] = {"type": type_.value}
+    return described
+
+
+def _driver_info(spark: SparkSession) -> dict[str, str]:
+    try:
+        context = spark.sparkContext
+        return {"master": str(context.master), "app_id": str(context.applicationId)}
+    except Exception:  # Spark Connect sessions have no SparkContext
+        return {"master": "spark connect", "app_id": ""}
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

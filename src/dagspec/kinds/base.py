@@ -1,0 +1,220 @@
+"""What a stage kind is: a params model, a function, and the `kind` decorator that ties them.
+
+A kind module reads top to bottom: its params model (bounds, descriptions), then the function
+decorated with ``@kind(...)`` (name, inputs, outputs). Heavy libraries (pyspark, tensorflow,
+xgboost) are imported inside the function, so importing a kind module costs only pydantic: the
+DAG file imports every kind on each parse to validate the specs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from dagspec.errors import DagspecError
+from dagspec.storage import is_uri, local_path, resolve_input_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+KIND_ATTRIBUTE = "__dagspec_kind__"
+
+
+class StageParams(BaseModel):
+    """Base of every kind's params model: frozen, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class IOType(StrEnum):
+    """What travels along an edge: a Parquet table or a directory of files (a model, plots)."""
+
+    TABLE = "table"
+    FILES = "files"
+
+
+TABLE = IOType.TABLE
+FILES = IOType.FILES
+
+
+@dataclass(frozen=True)
+class InputRole:
+    """One named input of a kind."""
+
+    type: IOType = IOType.TABLE
+    required: bool = True
+
+
+Inputs = Mapping[str, "DataFrame | str"]
+Outputs = Mapping[str, "DataFrame"]
+StageFunction = Callable[..., "Outputs | None"]
+# Which paths a source kind reads, given its params and the input roles wired in the spec.
+SourcePaths = Callable[[Any, frozenset[str]], list[str]]
+DriverNeed = Literal["any", "own"]
+
+
+@dataclass(frozen=True)
+class KindDef:
+    """Everything dagspec knows about a stage kind.
+
+    ``outputs`` maps output names to their type; when the names depend on params (``split``),
+    ``outputs_from_params`` gives them. The first output is the default one (``stage`` alone
+    refers to it). ``any_inputs`` lets a kind take arbitrary roles (``sql``); ``any_inputs_type``,
+    when set, is the type every such role must have. ``fan_in`` kinds given a matrix stage take
+    all its expansions. ``source_paths`` names the files a source stage reads: they are listed
+    and their identity is part of the cache key. ``publishes`` gives the path (relative to the
+    exports folder) a kind publishes its data to, outside the checkpoint tree.
+    """
+
+    name: str
+    params: type[StageParams]
+    function: StageFunction
+    description: str
+    inputs: Mapping[str, InputRole] = field(default_factory=dict)
+    outputs: Mapping[str, IOType] = field(default_factory=lambda: {"data": IOType.TABLE})
+    outputs_from_params: Callable[[Any], Mapping[str, IOType]] | None = None
+    any_inputs: bool = False
+    any_inputs_type: IOType | None = None
+    fan_in: bool = False
+    aliases: tuple[str, ...] = ()
+    source_paths: SourcePaths | None = None
+    publishes: Callable[[Any], str] | None = None
+    driver: DriverNeed = "any"
+    driver_reason: str = ""
+
+    @property
+    def module(self) -> str:
+        """The module defining the kind's function (whose source is part of the cache key)."""
+        return str(self.function.__module__)
+
+    def output_types(self, params: StageParams | None) -> Mapping[str, IOType]:
+        """Output names and types for these params (None: params not known until run time)."""
+        if self.outputs_from_params is not None and params is not None:
+            return self.outputs_from_params(params)
+        return self.outputs
+
+
+F = TypeVar("F", bound=StageFunction)
+
+
+def kind(
+    name: str,
+    *,
+    params: type[StageParams],
+    inputs: Mapping[str, IOType | InputRole] | None = None,
+    outputs: Mapping[str, IOType] | None = None,
+    description: str | None = None,
+    outputs_from_params: Callable[[Any], Mapping[str, IOType]] | None = None,
+    any_inputs: bool = False,
+    any_inputs_type: IOType | None = None,
+    fan_in: bool = False,
+    aliases: tuple[str, ...] = (),
+    source_paths: SourcePaths | None = None,
+    publishes: Callable[[Any], str] | None = None,
+    driver: DriverNeed = "any",
+    driver_reason: str = "",
+) -> Callable[[F], F]:
+    """Declare a function as stage kind ``name``; the function itself is returned unchanged.
+
+    The description defaults to the first line of the function's docstring.
+    """
+
+    def declare(function: F) -> F:
+        roles = {
+            role: spec if isinstance(spec, InputRole) else InputRole(type=IOType(spec))
+            for role, spec in (inputs or {}).items()
+        }
+        summary = description or (function.__doc__ or "").strip().split("\n")[0]
+        definition = KindDef(
+            name=name,
+            params=params,
+            function=function,
+            description=summary,
+            inputs=roles,
+            outputs=dict(outputs) if outputs is not None else {"data": IOType.TABLE},
+            outputs_from_params=outputs_from_params,
+            any_inputs=any_inputs,
+            any_inputs_type=any_inputs_type,
+            fan_in=fan_in,
+            aliases=aliases,
+            source_paths=source_paths,
+            publishes=publishes,
+            driver=driver,
+            driver_reason=driver_reason,
+        )
+        setattr(function, KIND_ATTRIBUTE, definition)
+        return function
+
+    return declare
+
+
+def kind_of(value: object) -> KindDef | None:
+    """The KindDef a ``@kind`` function carries, else None."""
+    found = getattr(value, KIND_ATTRIBUTE, None)
+    return found if isinstance(found, KindDef) else None
+
+
+@dataclass(frozen=True)
+class InputSource:
+    """Where one input role of the running stage comes from."""
+
+    stage: str
+    output: str
+    path: str
+    type: IOType
+
+
+@dataclass
+class StageContext:
+    """What a stage function may use besides its inputs and params."""
+
+    spark: SparkSession
+    dag_id: str
+    stage_name: str
+    fingerprint: str
+    home: Path
+    storage_root: str
+    work_dir: str
+    scratch_root: str
+    sources: Mapping[str, InputSource] = field(default_factory=dict)
+    source_files: list[str] = field(default_factory=list)
+    publish_path: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def output_path(self, name: str) -> str:
+        """Where output ``name`` is written during this attempt (inside the temporary dir)."""
+        return f"{self.work_dir}/{name}"
+
+    def local_output_dir(self, name: str) -> Path:
+        """A local directory for a files output (models, plots); created on first use."""
+        path = self.output_path(name)
+        if is_uri(path) and not path.startswith("file://"):
+            raise DagspecError(f"files outputs need a local or file:// storage root, got {path}")
+        local = Path(local_path(path))
+        local.mkdir(parents=True, exist_ok=True)
+        return local
+
+    def scratch_dir(self, name: str) -> Path:
+        """A local directory that survives a failed attempt of this fingerprint (for resuming)."""
+        path = Path(local_path(self.scratch_root)) / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def input_path(self, role: str) -> str | None:
+        """The committed path an input role reads (None when the role is not wired)."""
+        source = self.sources.get(role)
+        return source.path if source else None
+
+    def input_stage(self, role: str) -> str | None:
+        """The name of the stage an input role reads from (None when not wired)."""
+        source = self.sources.get(role)
+        return source.stage if source else None
+
+    def resolve(self, path: str) -> str:
+        """A read path: URIs and absolute paths as they are, relative ones against the project."""
+        return resolve_input_path(path, self.home)

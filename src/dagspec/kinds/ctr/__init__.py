@@ -1,0 +1,1 @@
+"""The CTR kinds: Criteo logs (generate, read), features and the benchmark report."""

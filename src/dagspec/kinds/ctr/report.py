@@ -1,0 +1,144 @@
+"""Kind ``report``: the Criteo benchmark's table and learning curves from ``evaluate`` reports.
+
+Each input role is one (engine, train size) point: ``params.points[role]``, else a role named
+``<engine>__<size>`` (``xgb_single__10000``). Writes ``report/metrics.tsv`` with exactly the
+benchmark's columns and one PNG per metric against the train size (log x), one line per engine.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from dagspec.errors import StageFailedError
+from dagspec.kinds.base import FILES, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.storage import local_path
+
+
+class ReportParams(StageParams):
+    """Benchmark table and learning curves from several ``evaluate`` reports (inputs: any roles).
+
+    Each input role names one (engine, train size) point; ``points`` maps the role to them, or a
+    role written ``<engine>__<size>`` (e.g. ``xgb__10000``) is parsed.
+    """
+
+    points: dict[str, tuple[str, int]] = Field(default_factory=dict, description="role -> [engine, train size]")
+    engines: list[str] | None = Field(default=None, description="only these engines (default: all)")
+
+    @field_validator("engines", mode="before")
+    @classmethod
+    def _engines_from_text(cls, value: object) -> object:
+        # a run param rendered by Jinja arrives as "['xgb', 'lr']"; a plain "xgb, lr" works too
+        if isinstance(value, str):
+            return [name.strip().strip("'\"") for name in value.strip().strip("[]").split(",") if name.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _sizes_positive(self) -> ReportParams:
+        bad = [role for role, (_, size) in self.points.items() if size < 1]
+        if bad:
+            raise ValueError(f"train sizes must be >= 1 (roles {bad})")
+        return self
+
+
+COLUMNS = ["Engine", "Train size", "ROC AUC", "Log loss", "Train time", "Maximum memory", "CPU load"]
+# column -> key in evaluate's metrics.json
+KEYS = {
+    "ROC AUC": "roc_auc",
+    "Log loss": "log_loss",
+    "Train time": "train_time_s",
+    "Maximum memory": "peak_memory_mb",
+    "CPU load": "cpu_load",
+}
+PLOTS = {
+    "ROC AUC": "auc.png",
+    "Log loss": "log_loss.png",
+    "Train time": "train_time.png",
+    "Maximum memory": "memory.png",
+}
+_ROLE = re.compile(r"^(?P<engine>.+?)__(?P<size>[0-9]+)$")
+
+
+def point_of(role: str, params: ReportParams) -> tuple[str, int]:
+    """The (engine, train size) an input role stands for."""
+    if role in params.points:
+        engine, size = params.points[role]
+        return engine, int(size)
+    match = _ROLE.match(role)
+    if match is None:
+        raise StageFailedError(
+            f"report input {role!r}: name it <engine>__<train size> (e.g. xgb__10000) or list it in points"
+        )
+    return match["engine"], int(match["size"])
+
+
+def read_report(directory: str) -> dict[str, Any]:
+    """evaluate's metrics.json of one report directory."""
+    path = Path(local_path(directory)) / "metrics.json"
+    if not path.is_file():
+        raise StageFailedError(f"{directory} is not an evaluate report: no metrics.json")
+    metrics: dict[str, Any] = json.loads(path.read_text())
+    return metrics
+
+
+@kind("report", params=ReportParams, any_inputs=True, outputs={"report": FILES})
+def report(inputs: Inputs, params: ReportParams, ctx: StageContext) -> Outputs:
+    """metrics.tsv (Engine, Train size, ROC AUC, Log loss, ...) + plots vs train size.
+
+    Writes ``report/metrics.tsv`` and ``report/{auc,log_loss,train_time,memory}.png``.
+    """
+    if not inputs:
+        raise StageFailedError("report needs at least one evaluate report as input")
+    rows: list[dict[str, Any]] = []
+    for role, directory in sorted(inputs.items()):
+        if not isinstance(directory, str):
+            raise StageFailedError(f"report input {role!r} must be an evaluate report (files), got a table")
+        engine, size = point_of(role, params)
+        if params.engines is not None and engine not in params.engines:
+            continue
+        metrics = read_report(directory)
+        rows.append({"Engine": engine, "Train size": size, **{col: metrics.get(key) for col, key in KEYS.items()}})
+    rows.sort(key=lambda r: (r["Engine"], r["Train size"]))
+    out = ctx.local_output_dir("report")
+    with (out / "metrics.tsv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, delimiter="\t", lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    plot_learning_curves(rows, out)
+    ctx.metrics.update({"points": len(rows), "engines": sorted({r["Engine"] for r in rows})})
+    return {}
+
+
+def plot_learning_curves(rows: list[dict[str, Any]], out: Path) -> None:
+    """One PNG per metric: metric against train size (log x), one line per engine."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    engines = sorted({r["Engine"] for r in rows})
+    units = {"Train time": " (s)", "Maximum memory": " (MB)"}
+    for column, filename in PLOTS.items():
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for engine in engines:
+            points = sorted(
+                (r["Train size"], r[column]) for r in rows if r["Engine"] == engine and r[column] is not None
+            )
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=engine)
+        ax.set_xscale("log")
+        ax.set_xlabel("Train size (rows)")
+        ax.set_ylabel(column + units.get(column, ""))
+        ax.set_title(f"{column} vs train size")
+        ax.grid(True, which="both", alpha=0.3)
+        if engines:
+            ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / filename, dpi=100)
+        plt.close(fig)

@@ -1,0 +1,1 @@
+"""Row selection kinds: undersample, split, sample."""

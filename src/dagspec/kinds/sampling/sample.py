@@ -1,0 +1,57 @@
+"""Kind ``sample``: exactly n rows at random, or several exact sizes (nested or independent)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.sampling.exact import take_exact
+
+
+class SampleParams(StageParams):
+    """Exactly ``n`` rows (output ``data``), or one output ``n<size>`` per entry of ``sizes``."""
+
+    n: int | None = Field(default=None, ge=1)
+    sizes: list[int] | None = Field(default=None, min_length=1)
+    nested: bool = Field(default=True, description="sizes: each sample contains the smaller ones")
+    seed: int = 42
+
+    @model_validator(mode="after")
+    def _n_or_sizes(self) -> SampleParams:
+        if (self.n is None) == (self.sizes is None):
+            raise ValueError("give exactly one of 'n' or 'sizes'")
+        if self.sizes is not None and (any(s < 1 for s in self.sizes) or len(set(self.sizes)) != len(self.sizes)):
+            raise ValueError("sizes must be distinct and >= 1")
+        return self
+
+    def output_sizes(self) -> dict[str, int]:
+        """Output name -> exact row count."""
+        if self.sizes is None:
+            assert self.n is not None
+            return {"data": self.n}
+        return {f"n{size}": size for size in sorted(self.sizes)}
+
+
+@kind(
+    "sample",
+    params=SampleParams,
+    inputs={"data": TABLE},
+    outputs_from_params=lambda p: {name: TABLE for name in p.output_sizes()},
+)
+def sample(inputs: Inputs, params: SampleParams, ctx: StageContext) -> Outputs:
+    """Exactly n rows at random (seeded), or several exact sizes, nested or independent."""
+    df = inputs["data"]
+    assert not isinstance(df, str)
+    sizes = params.output_sizes()
+    result = {}
+    if params.nested:
+        largest = max(sizes.values())
+        base = take_exact(df, {"": largest}, params.seed).persist()
+        for name, size in sizes.items():
+            # the same seed over the same base gives the same ranks, so smaller samples nest
+            result[name] = take_exact(base, {"": size}, params.seed + 1) if size < largest else base
+    else:
+        for i, (name, size) in enumerate(sizes.items()):
+            result[name] = take_exact(df, {"": size}, params.seed + i)
+    ctx.metrics["sizes"] = sizes
+    return result

@@ -1,0 +1,56 @@
+"""Kind ``undersample``: the same number of rows of every class, seeded and exact."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field, field_validator
+
+from dagspec.errors import StageFailedError
+from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.sampling.exact import take_exact
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+class UndersampleParams(StageParams):
+    """Undersample to the minority class count, or to explicit per-class counts."""
+
+    label_col: str = "label"
+    seed: int = 42
+    target_counts: dict[str, int] | None = Field(
+        default=None, description="class value (as a string) -> rows to keep; default: the minority count"
+    )
+
+    @field_validator("target_counts")
+    @classmethod
+    def _counts_positive(cls, counts: dict[str, int] | None) -> dict[str, int] | None:
+        if counts is not None and (not counts or any(v < 1 for v in counts.values())):
+            raise ValueError("target_counts must map each class to a count >= 1")
+        return counts
+
+
+def class_counts(df: DataFrame, label_col: str) -> dict[str, int]:
+    """Rows per class value (as a string): a tiny aggregate, the only thing collected."""
+    return {str(row[0]): int(row[1]) for row in df.groupBy(label_col).count().collect()}
+
+
+@kind("undersample", params=UndersampleParams, inputs={"data": TABLE})
+def undersample(inputs: Inputs, params: UndersampleParams, ctx: StageContext) -> Outputs:
+    """Keep exactly the minority class count of every class (or given counts)."""
+    df = inputs["data"]
+    assert not isinstance(df, str)
+    before = class_counts(df, params.label_col)
+    if params.target_counts is not None:
+        unknown = sorted(set(params.target_counts) - set(before))
+        if unknown:
+            raise StageFailedError(f"target_counts names classes not in the data: {unknown}; classes: {sorted(before)}")
+        quotas = dict(params.target_counts)
+    else:
+        minority = min(before.values())
+        quotas = {c: minority for c in before}
+    result = take_exact(df, quotas, params.seed, params.label_col)
+    ctx.metrics["class_counts_before"] = before
+    ctx.metrics["class_counts_after"] = {c: min(q, before.get(c, 0)) for c, q in quotas.items()}
+    return {"data": result}

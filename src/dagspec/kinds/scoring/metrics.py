@@ -1,0 +1,223 @@
+"""Distributed classification metrics: a model's predictions reduced by Spark, never collected.
+
+Two passes over the (persisted) predictions, which ``evaluate`` builds as ``label_idx`` (int),
+``probability`` (array<double>) and ``pred_idx`` (int):
+
+1. one ``groupBy(label, prediction)`` gives the confusion matrix, accuracy and the summed log loss;
+2. the exact ROC AUC of every class against the rest, by rank aggregation: the (class, score)
+   pairs are range-partitioned and sorted, so ties share a partition and each partition holds a
+   contiguous score range of a class. Each partition reports, per class, its positive and
+   negative counts and ``sum(pos_s * (neg_below_s + neg_s / 2))`` over its distinct scores; the
+   driver adds the negatives of the lower partitions. That is the Mann-Whitney statistic with
+   ties counted half, i.e. exactly sklearn's ``roc_auc_score``. The same pass keeps about
+   ``curve_points`` points of each exact ROC curve for the plots.
+
+Only per-(label, prediction) counts and per-partition summaries reach the driver.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, NumericType
+
+from dagspec.errors import StageFailedError
+from dagspec.kinds.scoring.models import PROBABILITY
+
+_PARTIAL_SCHEMA = "k int, start double, total boolean, pos double, neg double, auc_sum double, score double"
+
+
+def label_index(data_type: Any, label: Column, classes: Sequence[int]) -> Column:
+    """The position of each row's class in ``classes`` (-1: not a class); one-hot labels by argmax."""
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.ml.linalg import VectorUDT
+
+    if isinstance(data_type, VectorUDT | ArrayType):
+        if isinstance(data_type, VectorUDT):
+            label = vector_to_array(label)
+        if_valid = F.size(label) == len(classes)
+        return F.when(if_valid, F.array_position(label, F.array_max(label)) - 1).otherwise(-1).cast("int")
+    if not isinstance(data_type, NumericType):
+        raise StageFailedError(f"label column must be numeric class values or one-hot arrays, got {data_type}")
+    # a class value, compared exactly: 1.5 is not class 1
+    as_double = label.cast("double")
+    position = F.array_position(F.array(*[F.lit(float(c)) for c in classes]), as_double) - 1
+    return F.coalesce(position.cast("int"), F.lit(-1))
+
+
+def counts_metrics(scored: DataFrame, classes: Sequence[int], clip_eps: float) -> dict[str, Any]:
+    """Rows, accuracy, log loss and the confusion matrix from one grouped aggregation."""
+    k = len(classes)
+    true_p = F.when(F.col("label_idx") >= 0, F.element_at(PROBABILITY, F.col("label_idx") + 1))
+    clipped = F.least(F.greatest(true_p, F.lit(clip_eps)), F.lit(1.0 - clip_eps))
+    bad_probability = F.exists(PROBABILITY, lambda p: F.isnan(p) | p.isNull()) | (F.size(PROBABILITY) != k)
+    rows = (
+        scored.groupBy("label_idx", "pred_idx")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(-F.log(clipped)).alias("log_loss"),
+            F.sum(bad_probability.cast("long")).alias("bad"),
+        )
+        .collect()
+    )
+    unknown = sum(r["n"] for r in rows if r["label_idx"] < 0)
+    if unknown:
+        raise StageFailedError(f"{unknown} rows have a label that is not one of the model's classes {list(classes)}")
+    bad = sum(r["bad"] for r in rows)
+    if bad:
+        raise StageFailedError(f"the model gave {bad} rows NaN, null or not {k} probabilities")
+    total = sum(r["n"] for r in rows)
+    if total == 0:
+        raise StageFailedError("the evaluation data is empty")
+    matrix = [[0] * k for _ in range(k)]
+    for r in rows:
+        matrix[r["label_idx"]][r["pred_idx"]] += r["n"]
+    correct = sum(matrix[i][i] for i in range(k))
+    per_class = {}
+    for i, c in enumerate(classes):
+        support = sum(matrix[i])
+        predicted = sum(matrix[j][i] for j in range(k))
+        per_class[str(c)] = {
+            "support": support,
+            "precision": matrix[i][i] / predicted if predicted else None,
+            "recall": matrix[i][i] / support if support else None,
+        }
+    return {
+        "rows": total,
+        "accuracy": correct / total,
+        "log_loss": sum(r["log_loss"] for r in rows) / total,
+        "confusion_matrix": {
+            "rows": "true class",
+            "columns": "predicted class",
+            "classes": list(classes),
+            "matrix": matrix,
+        },
+        "per_class": per_class,
+    }
+
+
+def roc_curves(
+    spark: SparkSession,
+    scored: DataFrame,
+    classes: Sequence[int],
+    class_totals: Mapping[int, tuple[float, float]],
+    curve_points: int,
+) -> tuple[dict[str, float | None], dict[str, dict[str, list[float]]]]:
+    """Exact one-vs-rest ROC AUC and about ``curve_points`` ROC points of each class in ``class_totals``.
+
+    ``scored``: ``label_idx`` (int) and ``probability`` (array<double>); ``class_totals``: class
+    index -> (positives, negatives), from ``counts_metrics``. Binary evaluation passes only the
+    positive class: the other curve is its mirror image.
+    """
+    if len(class_totals) == 1:
+        (only,) = class_totals
+        pairs = scored.select(
+            F.lit(only).alias("k"),
+            F.element_at(PROBABILITY, only + 1).alias("score"),
+            (F.col("label_idx") == only).cast("double").alias("pos"),
+        )
+    else:
+        pairs = scored.select(F.posexplode(PROBABILITY).alias("k", "score"), "label_idx").select(
+            F.col("k").cast("int").alias("k"), "score", (F.col("label_idx") == F.col("k")).cast("double").alias("pos")
+        )
+    # a point every `step` rows of a class inside each partition: about curve_points per class
+    steps = {k: max(1.0, (pos + neg) / curve_points) for k, (pos, neg) in class_totals.items()}
+    n_partitions = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+    # range partitioning sends equal (k, score) keys to one partition, so the aggregation below
+    # needs no second shuffle and every tie is complete inside one partition
+    distinct = (
+        pairs.repartitionByRange(n_partitions, "k", "score")
+        .groupBy("k", "score")
+        .agg(F.sum("pos").alias("pos"), F.sum(1.0 - F.col("pos")).alias("neg"))
+        .sortWithinPartitions("k", "score")
+    )
+    partials = distinct.mapInPandas(lambda batches: _partition_partials(batches, steps), _PARTIAL_SCHEMA).collect()
+    aucs: dict[str, float | None] = {}
+    curves: dict[str, dict[str, list[float]]] = {}
+    for k, (total_pos, total_neg) in sorted(class_totals.items()):
+        mine = [r for r in partials if r["k"] == k]
+        auc, curve = _combine(mine, total_pos, total_neg)
+        aucs[str(classes[k])] = auc
+        curves[str(classes[k])] = curve
+    return aucs, curves
+
+
+def _partition_partials(batches: Iterator[pd.DataFrame], steps: Mapping[int, float]) -> Iterator[pd.DataFrame]:
+    """Per class in this partition: totals and the AUC partial sum (one row), and curve points."""
+    import numpy as np
+
+    state: dict[int, dict[str, float]] = {}
+    for batch in batches:
+        for k, group in batch.groupby("k", sort=False):
+            s = state.setdefault(
+                int(k),
+                {
+                    "start": float(group["score"].iloc[0]),
+                    "pos": 0.0,
+                    "neg": 0.0,
+                    "auc_sum": 0.0,
+                    "next_point": steps[int(k)],
+                },
+            )
+            pos = group["pos"].to_numpy(dtype=np.float64)
+            neg = group["neg"].to_numpy(dtype=np.float64)
+            neg_below = s["neg"] + np.cumsum(neg) - neg
+            s["auc_sum"] += float(np.dot(pos, neg_below + 0.5 * neg))
+            cum_pos = s["pos"] + np.cumsum(pos)
+            cum_neg = s["neg"] + np.cumsum(neg)
+            seen = cum_pos + cum_neg
+            # the first distinct score at or past each multiple of the step becomes a curve point
+            marks = np.arange(s["next_point"], seen[-1] + 1e-9, steps[int(k)])
+            if len(marks):
+                at = np.unique(np.searchsorted(seen, marks - 1e-9))
+                s["next_point"] = float(marks[-1] + steps[int(k)])
+                yield pd.DataFrame(
+                    {
+                        "k": int(k),
+                        "start": s["start"],
+                        "total": False,
+                        "pos": cum_pos[at],
+                        "neg": cum_neg[at],
+                        "auc_sum": 0.0,
+                        "score": group["score"].to_numpy()[at],
+                    }
+                )
+            s["pos"], s["neg"] = float(cum_pos[-1]), float(cum_neg[-1])
+    for k, s in state.items():
+        yield pd.DataFrame(
+            {
+                "k": [k],
+                "start": [s["start"]],
+                "total": [True],
+                "pos": [s["pos"]],
+                "neg": [s["neg"]],
+                "auc_sum": [s["auc_sum"]],
+                "score": [math.nan],
+            }
+        )
+
+
+def _combine(
+    partials: Sequence[Any], total_pos: float, total_neg: float
+) -> tuple[float | None, dict[str, list[float]]]:
+    """Chain the partitions of one class in score order: the AUC and the ROC curve (fpr, tpr)."""
+    points: list[tuple[float, float]] = []
+    auc_sum = pos_before = neg_before = 0.0
+    for total in sorted((r for r in partials if r["total"]), key=lambda r: r["start"]):
+        auc_sum += total["auc_sum"] + total["pos"] * neg_before
+        for r in partials:
+            if not r["total"] and r["start"] == total["start"]:
+                points.append((pos_before + r["pos"], neg_before + r["neg"]))
+        pos_before += total["pos"]
+        neg_before += total["neg"]
+    if total_pos == 0 or total_neg == 0:
+        return None, {"fpr": [0.0, 1.0], "tpr": [0.0, 1.0]}
+    # a point (pos, neg seen at or below a score) is the threshold just above it: the rest is positive
+    roc = {(1.0 - neg / total_neg, 1.0 - pos / total_pos) for pos, neg in points} | {(0.0, 0.0), (1.0, 1.0)}
+    fpr, tpr = zip(*sorted(roc), strict=True)
+    return auc_sum / (total_pos * total_neg), {"fpr": list(fpr), "tpr": list(tpr)}

@@ -1,0 +1,171 @@
+"""Kind ``train_spark_ml``: Spark ML LogisticRegression (hashed) or RandomForestClassifier (as_is).
+
+The saved artifact is a ``PipelineModel`` directory, so inference repeats the preprocessing: for
+the as_is columns a ``SQLTransformer`` replaces nulls with ``missing_value`` (Spark's trees take
+no NaN) and a ``VectorAssembler`` builds the vector. Output columns use internal names
+(``__probability``, ...) so they never clash with the caller's columns.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import Field
+
+from dagspec.errors import StageFailedError
+from dagspec.kinds.base import FILES, TABLE, InputRole, Inputs, Outputs, StageContext, StageParams, kind
+
+ARTIFACT = "spark_model"
+PROBABILITY_COL = "__probability"
+_NUMERIC = {"byte", "short", "integer", "long", "float", "double", "decimal"}
+
+
+class TrainSparkMLParams(StageParams):
+    """Spark ML LogisticRegression (hashed features) or RandomForestClassifier (as_is columns).
+
+    Defaults of the random forest are the benchmark's. ``features_col: null`` assembles every
+    column but the label (as_is data; nulls become NaN, which Spark's trees cannot take: see
+    ``missing_value``).
+    """
+
+    model: Literal["logistic_regression", "random_forest"]
+    label_col: str = "label"
+    features_col: str | None = "features"
+    # logistic regression
+    max_iter: int = Field(default=100, ge=1)
+    reg_param: float = Field(
+        default=1e-4, ge=0, description="L2 (or elastic net) strength; 0 on hashed features overfits (docs/ctr.md)"
+    )
+    elastic_net_param: float = Field(default=0.0, ge=0, le=1)
+    standardization: bool = Field(
+        default=False,
+        description="Spark's default (true) penalizes standardized weights: a rare hashed token's raw"
+        " weight escapes the penalty and overfits (see docs/ctr.md)",
+    )
+    # random forest
+    num_trees: int = Field(default=160, ge=1)
+    max_depth: int = Field(default=10, ge=1, le=30)
+    max_bins: int = Field(default=64, ge=2)
+    min_instances_per_node: int = Field(default=3, ge=1)
+    impurity: Literal["entropy", "gini"] = "entropy"
+    feature_subset_strategy: str = "sqrt"
+    subsampling_rate: float = Field(default=1.0, gt=0, le=1)
+    missing_value: float = Field(default=-1.0, description="as_is: the value nulls are replaced with")
+    seed: int = 42
+
+
+@kind(
+    "train_spark_ml",
+    params=TrainSparkMLParams,
+    inputs={"train": TABLE, "validation": InputRole(TABLE, required=False)},
+    outputs={"model": FILES},
+)
+def train_spark_ml(inputs: Inputs, params: TrainSparkMLParams, ctx: StageContext) -> Outputs:
+    """Spark ML LogisticRegression or RandomForestClassifier; saved Spark ML model + model.json.
+
+    Fits the pipeline on ``train``; writes ``model/spark_model/`` and ``model/model.json``.
+    """
+    from pyspark.ml import Pipeline
+    from pyspark.ml.classification import LogisticRegression, RandomForestClassifier
+    from pyspark.ml.feature import SQLTransformer, VectorAssembler
+    from pyspark.ml.linalg import VectorUDT
+
+    from dagspec.kinds.training.resources import ResourceMonitor
+
+    train = inputs["train"]
+    assert not isinstance(train, str)
+    if params.label_col not in train.columns:
+        raise StageFailedError(f"no label column {params.label_col!r} in the training data (columns: {train.columns})")
+    stages: list[Any] = []
+    features_col = params.features_col
+    if features_col is not None and features_col not in train.columns:
+        vectors = [f.name for f in train.schema.fields if isinstance(f.dataType, VectorUDT)]
+        raise StageFailedError(
+            f"features_col {features_col!r} is not in the data (vector columns: {vectors}); "
+            "set features_col: null to assemble the numeric columns (as_is)"
+        )
+    if features_col is not None:
+        input_columns = [features_col]
+    else:
+        input_columns = [f.name for f in train.schema.fields if f.name != params.label_col]
+        bad = [f.name for f in train.schema.fields if f.name in input_columns and f.dataType.typeName() not in _NUMERIC]
+        if bad:
+            raise StageFailedError(f"features_col: null needs numeric columns only; not numeric: {bad}")
+        filled = ", ".join(
+            f"coalesce(CAST(`{c}` AS DOUBLE), {params.missing_value!r}) AS `__f_{c}`" for c in input_columns
+        )
+        stages.append(SQLTransformer(statement=f"SELECT *, {filled} FROM __THIS__"))
+        stages.append(VectorAssembler(inputCols=[f"__f_{c}" for c in input_columns], outputCol="__features"))
+        features_col = "__features"
+    common: dict[str, Any] = {
+        "featuresCol": features_col,
+        "labelCol": params.label_col,
+        "probabilityCol": PROBABILITY_COL,
+        "predictionCol": "__prediction",
+        "rawPredictionCol": "__raw_prediction",
+    }
+    if params.model == "logistic_regression":
+        stages.append(
+            LogisticRegression(
+                maxIter=params.max_iter,
+                regParam=params.reg_param,
+                elasticNetParam=params.elastic_net_param,
+                standardization=params.standardization,
+                **common,
+            )
+        )
+        model_params: dict[str, Any] = {
+            "max_iter": params.max_iter,
+            "reg_param": params.reg_param,
+            "elastic_net_param": params.elastic_net_param,
+            "standardization": params.standardization,
+        }
+    else:
+        stages.append(
+            RandomForestClassifier(
+                numTrees=params.num_trees,
+                maxDepth=params.max_depth,
+                maxBins=params.max_bins,
+                minInstancesPerNode=params.min_instances_per_node,
+                impurity=params.impurity,
+                featureSubsetStrategy=params.feature_subset_strategy,
+                subsamplingRate=params.subsampling_rate,
+                seed=params.seed,
+                **common,
+            )
+        )
+        model_params = {
+            "num_trees": params.num_trees,
+            "max_depth": params.max_depth,
+            "max_bins": params.max_bins,
+            "min_instances_per_node": params.min_instances_per_node,
+            "impurity": params.impurity,
+            "feature_subset_strategy": params.feature_subset_strategy,
+            "subsampling_rate": params.subsampling_rate,
+            "missing_value": params.missing_value,
+            "seed": params.seed,
+        }
+    data = train.withColumn(params.label_col, train[params.label_col].cast("double"))
+    out = ctx.local_output_dir("model")
+    with ResourceMonitor() as monitor:
+        model = Pipeline(stages=stages).fit(data)
+    model.write().overwrite().save(str(out / ARTIFACT))
+    resources = monitor.summary()
+    meta = {
+        "flavor": "spark_ml",
+        "artifact": ARTIFACT,
+        "features_col": params.features_col,
+        "label_col": params.label_col,
+        "input_columns": input_columns,
+        "input_shapes": {},
+        "classes": [0, 1],
+        "task": "binary",
+        "model": params.model,
+        "probability_col": PROBABILITY_COL,
+        "params": {"model": params.model, **model_params},
+        **resources,
+    }
+    (out / "model.json").write_text(json.dumps(meta, indent=2))
+    ctx.metrics.update({"model": params.model, **{k: v for k, v in resources.items() if k != "resource_scope"}})
+    return {}

@@ -1,0 +1,1 @@
+"""Kinds that reshape tables with Spark itself: ``sql``."""

@@ -1,0 +1,159 @@
+"""The Airflow api-server, scheduler and dag-processor on SQLite, as local background processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dagspec.local.airflow_env import airflow_env, ensure_airflow_db, ensure_spark_connection
+from dagspec.local.processes import (
+    ServiceError,
+    ServiceGroup,
+    default_run_dir,
+    fail_and_stop,
+    http_json,
+    port_free,
+    refuse_if_running,
+    start_all,
+    wait_until,
+)
+from dagspec.storage import project_home
+
+AIRFLOW = "airflow"
+PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
+
+
+def airflow_environment(home: Path, port: int, parallelism: int) -> dict[str, str]:
+    """The CLI's local Airflow environment (same AIRFLOW_HOME, DB and connections) plus the servers' settings."""
+    env = airflow_env(home)
+    # creates airflow.cfg before any server starts: its generated JWT secret must be one for all
+    ensure_airflow_db(env)
+    ensure_spark_connection(env, "spark_default")
+    base_url = f"http://127.0.0.1:{port}"
+    env.update(
+        {
+            "AIRFLOW__CORE__PARALLELISM": str(parallelism),
+            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(parallelism),
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": base_url,
+            "AIRFLOW__API__WORKERS": "1",
+            # task supervisors report to this; Airflow's default assumes port 8080
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base_url}/execution/",
+            # the default 5 s fails tasks at start ("httpx.ReadTimeout") while SQLite is busy on a
+            # loaded 2-core machine; a slow answer is better than a failed attempt
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+            "AIRFLOW__CORE__AUTH_MANAGER": (
+                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+            ),
+            # no crawl of the whole repo for DAG files: only dags/ is a DAG folder
+            "AIRFLOW__CORE__DAG_DISCOVERY_SAFE_MODE": "False",
+        }
+    )
+    return {**os.environ, **env}
+
+
+@dataclass
+class AirflowStatus:
+    """What ``airflow_status`` reports; printed by ``dagspec airflow up|status``."""
+
+    url: str | None
+    airflow_home: str | None
+    processes: dict[str, bool]
+    health: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def password_file(self) -> str | None:
+        return str(Path(self.airflow_home) / PASSWORD_FILE) if self.airflow_home else None
+
+    @property
+    def up(self) -> bool:
+        return bool(self.processes) and all(self.processes.values())
+
+    def __str__(self) -> str:
+        if not self.processes:
+            return "Airflow: not running"
+        lines = [f"Airflow: {'up' if self.up else 'DEGRADED'} at {self.url}"]
+        lines.append(f"  login: admin, password in {self.password_file}")
+        lines.append(f"  AIRFLOW_HOME: {self.airflow_home}")
+        lines += [f"  {name:16} {'running' if ok else 'DEAD'}" for name, ok in self.processes.items()]
+        if self.health:
+            lines.append("  health: " + ", ".join(f"{k}={v}" for k, v in self.health.items()))
+        return "\n".join(lines)
+
+
+def airflow_health(url: str) -> dict[str, str]:
+    """Component -> status from ``/api/v2/monitor/health`` (empty when the server does not answer)."""
+    try:
+        data = http_json(f"{url}/api/v2/monitor/health", timeout=3)
+    except (OSError, ValueError):
+        return {}
+    return {name: str((value or {}).get("status")) for name, value in data.items() if isinstance(value, dict)}
+
+
+def airflow_up(
+    port: int = 8080,
+    *,
+    parallelism: int = 2,
+    home: Path | None = None,
+    run_dir: Path | None = None,
+    timeout: float = 180.0,
+) -> AirflowStatus:
+    """Start api-server (UI on 127.0.0.1:``port``), scheduler and dag-processor; wait until healthy."""
+    home = home or project_home()
+    run_dir = run_dir or default_run_dir(home)
+    refuse_if_running(run_dir, AIRFLOW, "dagspec airflow down")
+    if not port_free(port):
+        raise ServiceError(f"port {port} on 127.0.0.1 is in use; stop what uses it or pick another port")
+    env = airflow_environment(home, port, parallelism)
+    airflow = str(Path(sys.executable).parent / "airflow")
+    url = f"http://127.0.0.1:{port}"
+    specs = [
+        ("api-server", [airflow, "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]),
+        ("scheduler", [airflow, "scheduler"]),
+        ("dag-processor", [airflow, "dag-processor"]),
+    ]
+    group = ServiceGroup(AIRFLOW, [], {"url": url, "airflow_home": env["AIRFLOW_HOME"], "home": str(home)})
+    try:
+        start_all(group, run_dir, specs, env)
+
+        def healthy() -> bool:
+            if not all(p.running for p in group.processes):
+                raise fail_and_stop(group, run_dir, "an Airflow process exited while starting")
+            health = airflow_health(url)
+            return all(health.get(c) == "healthy" for c in ("metadatabase", "scheduler", "dag_processor"))
+
+        if not wait_until(healthy, timeout, interval=1.0):
+            raise fail_and_stop(group, run_dir, f"Airflow at {url} was not healthy within {timeout:.0f} s")
+    except BaseException:
+        group.stop(run_dir)
+        raise
+    return airflow_status(home=home, run_dir=run_dir)
+
+
+def airflow_status(*, home: Path | None = None, run_dir: Path | None = None) -> AirflowStatus:
+    """Which recorded Airflow processes run, and what the health endpoint says."""
+    home = home or project_home()
+    run_dir = run_dir or default_run_dir(home)
+    group = ServiceGroup.load(run_dir, AIRFLOW)
+    if group is None:
+        return AirflowStatus(None, None, {})
+    url = str(group.info["url"])
+    return AirflowStatus(
+        url=url,
+        airflow_home=str(group.info["airflow_home"]),
+        processes={p.name: p.running for p in group.processes},
+        health=airflow_health(url),
+    )
+
+
+def airflow_down(*, home: Path | None = None, run_dir: Path | None = None) -> str:
+    """Stop the api-server, scheduler and dag-processor, with every task process they started."""
+    home = home or project_home()
+    run_dir = run_dir or default_run_dir(home)
+    group = ServiceGroup.load(run_dir, AIRFLOW)
+    if group is None:
+        return "Airflow: not running"
+    return "\n".join(["Airflow stopped:", *(f"  {line}" for line in group.stop(run_dir))])

@@ -1,0 +1,134 @@
+"""The ``dagspec`` command: validate, list, show, run, init, generate, cluster, airflow.
+
+Heavy modules (Airflow, Spark) are imported only by the verbs that need them, so ``validate`` and
+``show`` answer in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from dagspec.errors import DagspecError, SpecError
+from dagspec.kinds.catalog import load_catalog
+from dagspec.local import airflow_server, cluster
+from dagspec.local.gc import cmd_gc
+from dagspec.local.generate import GENERATORS
+from dagspec.local.project import display, load, spec_paths
+from dagspec.local.run import cmd_init, cmd_run, cmd_show
+from dagspec.storage import project_home
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    home = project_home()
+    failed = 0
+    paths = spec_paths(args.paths, home)
+    if not paths:
+        print("no spec files found", file=sys.stderr)
+        return 1
+    for path in paths:
+        try:
+            spec = load(path, home)
+        except SpecError as exc:
+            failed += 1
+            print(exc, file=sys.stderr)
+            continue
+        print(f"ok  {display(path, home)}: dag {spec.dag_id!r}, {len(spec.stages)} stages")
+    return 1 if failed else 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """The project's specs, then every stage kind with where it comes from."""
+    home = project_home()
+    print("pipelines:")
+    for path in spec_paths([], home):
+        try:
+            spec = load(path, home)
+            print(f"  {spec.dag_id:30} {len(spec.stages):3} stages  {display(path, home)}")
+        except SpecError as exc:
+            print(f"  {'(invalid)':30} {len(exc.issues):3} errors  {display(path, home)}")
+    catalog = load_catalog(home)
+    print("kinds:")
+    for definition in catalog.all():
+        print(f"  {definition.name:24} {catalog.origins[definition.name]:28} {definition.description}")
+    for error in catalog.errors:
+        print(f"  (failed) {error}")
+    return 0
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    module = {"cluster": cluster, "airflow": airflow_server}[args.service]
+    result = getattr(module, f"{args.service}_{args.action}")()
+    if result is not None:
+        print(result)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dagspec", description=__doc__.splitlines()[0])
+    verbs = parser.add_subparsers(dest="verb", required=True)
+
+    p = verbs.add_parser("validate", help="check spec files (default: every spec in pipelines/)")
+    p.add_argument("paths", nargs="*")
+    p.set_defaults(func=cmd_validate)
+
+    p = verbs.add_parser("list", help="list the specs of the pipelines folder")
+    p.set_defaults(func=cmd_list)
+
+    p = verbs.add_parser("show", help="stages, fingerprints and checkpoint state of a spec")
+    p.add_argument("spec")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--storage-root")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
+    p.set_defaults(func=cmd_show)
+
+    p = verbs.add_parser("run", help="run a spec locally through `airflow dags test`")
+    p.add_argument("spec")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--storage-root")
+    p.add_argument("--force", action="store_true", help="recompute every stage")
+    p.add_argument("-v", "--verbose", action="store_true", help="stream Airflow's output")
+    p.set_defaults(func=cmd_run)
+
+    p = verbs.add_parser("init", help="create the local Airflow home and .dagspec/env")
+    p.add_argument("--conn-id", action="append")
+    p.set_defaults(func=cmd_init)
+
+    p = verbs.add_parser("generate", help="write synthetic data")
+    generators = p.add_subparsers(dest="name", required=True)
+    for name, (add_arguments, generate) in GENERATORS.items():
+        g = generators.add_parser(name, help=(generate.__doc__ or "").strip().splitlines()[0])
+        add_arguments(g)
+        g.set_defaults(func=generate)
+
+    p = verbs.add_parser("gc", help="remove checkpoints no current spec reaches and dead attempts' leftovers")
+    p.add_argument("--keep", type=int, default=1, help="unreached checkpoints kept per stage, newest first (default 1)")
+    p.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
+    p.add_argument("--storage-root")
+    p.set_defaults(func=cmd_gc)
+
+    for service in ("cluster", "airflow"):
+        p = verbs.add_parser(service, help=f"start or stop the local {service} (background processes)")
+        p.add_argument("action", choices=["up", "down", "status"])
+        p.set_defaults(func=cmd_service, service=service)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dagspec`` command."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:  # output piped into `head`
+        return 0
+    except SpecError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except DagspecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

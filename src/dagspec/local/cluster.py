@@ -1,0 +1,187 @@
+"""A local Spark standalone cluster (master and workers on 127.0.0.1) as background processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dagspec.local.processes import (
+    ServiceError,
+    ServiceGroup,
+    default_run_dir,
+    fail_and_stop,
+    http_json,
+    port_free,
+    refuse_if_running,
+    start_all,
+    wait_until,
+)
+from dagspec.storage import project_home
+
+CLUSTER = "cluster"
+MASTER_WEBUI_PORT = 8180  # Spark's default 8080 is Airflow's UI port
+
+
+def spark_home() -> Path:
+    """The pyspark package directory: it carries bin/spark-class and the jars of a full Spark."""
+    import importlib.util
+
+    found = importlib.util.find_spec("pyspark")
+    if found is None or found.origin is None:
+        raise ServiceError("pyspark is not installed in this environment")
+    return Path(found.origin).parent
+
+
+def spark_env(run_dir: Path) -> dict[str, str]:
+    """Environment of the master and workers (and so of the executors the workers start)."""
+    python = sys.executable
+    return {
+        **os.environ,
+        "SPARK_HOME": str(spark_home()),
+        # executors start Python workers with this; the system python has no pandas/pyarrow
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", python),
+        "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", python),
+        # else Spark binds and advertises the machine's external interface
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(run_dir),
+        "SPARK_WORKER_DIR": str(run_dir / "spark-work"),
+        # the REST submission server would take the fixed port 6066 and clash with a second cluster
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+        "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+@dataclass
+class ClusterStatus:
+    """What ``cluster_status`` reports; printed by ``dagspec cluster status``."""
+
+    master_url: str | None
+    webui_url: str | None
+    processes: dict[str, bool]
+    alive_workers: int | None
+    cores: int | None = None
+    memory_mb: int | None = None
+
+    @property
+    def up(self) -> bool:
+        return bool(self.processes) and all(self.processes.values())
+
+    def __str__(self) -> str:
+        if not self.processes:
+            return "Spark cluster: not running"
+        lines = [f"Spark cluster: {'up' if self.up else 'DEGRADED'}"]
+        lines.append(f"  master:  {self.master_url}   (web UI {self.webui_url})")
+        lines.append(f"  workers: {self.alive_workers} alive, {self.cores} cores, {self.memory_mb} MB in all")
+        lines += [f"  {name:16} {'running' if ok else 'DEAD'}" for name, ok in self.processes.items()]
+        lines.append(
+            f"  use it: export AIRFLOW_CONN_SPARK_DEFAULT='{self.master_url}'  (then `dagspec run ...`)"
+            if self.master_url
+            else ""
+        )
+        return "\n".join(line for line in lines if line)
+
+
+def _master_json(webui_url: str) -> dict[str, Any] | None:
+    try:
+        data = http_json(f"{webui_url}/json/", timeout=3)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def cluster_up(
+    workers: int = 2,
+    cores: int = 1,
+    memory: str = "2g",
+    port: int = 7077,
+    *,
+    webui_port: int = MASTER_WEBUI_PORT,
+    home: Path | None = None,
+    run_dir: Path | None = None,
+    timeout: float = 120.0,
+) -> ClusterStatus:
+    """Start a Spark standalone master and ``workers`` workers on 127.0.0.1; wait until all registered."""
+    home = home or project_home()
+    run_dir = run_dir or default_run_dir(home)
+    refuse_if_running(run_dir, CLUSTER, "dagspec cluster down")
+    for needed in (port, webui_port):
+        if not port_free(needed):
+            raise ServiceError(f"port {needed} on 127.0.0.1 is in use; stop what uses it or pick another port")
+    spark_class = str(spark_home() / "bin" / "spark-class")
+    master_url = f"spark://127.0.0.1:{port}"
+    webui_url = f"http://127.0.0.1:{webui_port}"
+    env = spark_env(run_dir)
+    master = [
+        spark_class, "org.apache.spark.deploy.master.Master",
+        "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui_port),
+    ]  # fmt: skip
+    specs: list[tuple[str, list[str]]] = [("spark-master", master)]
+    for i in range(1, workers + 1):
+        work_dir = run_dir / "spark-work" / f"worker-{i}"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        specs.append(
+            (
+                f"spark-worker-{i}",
+                [
+                    spark_class, "org.apache.spark.deploy.worker.Worker", master_url,
+                    "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
+                    "--webui-port", "0", "--work-dir", str(work_dir),
+                ],
+            )
+        )  # fmt: skip
+    group = ServiceGroup(CLUSTER, [], {"master_url": master_url, "webui_url": webui_url, "home": str(home)})
+    try:
+        # the master first: workers that start before it retry with a back-off that costs seconds
+        start_all(group, run_dir, specs[:1], env)
+        if not wait_until(lambda: _master_json(webui_url) is not None or not group.processes[0].running, timeout):
+            raise fail_and_stop(
+                group, run_dir, f"the Spark master did not answer on {webui_url} within {timeout:.0f} s"
+            )
+        start_all(group, run_dir, specs[1:], env)
+
+        def registered() -> bool:
+            data = _master_json(webui_url) or {}
+            if not all(p.running for p in group.processes):
+                raise fail_and_stop(group, run_dir, "a Spark process exited while the cluster was starting")
+            return int(data.get("aliveworkers", 0)) >= workers
+
+        if not wait_until(registered, timeout, interval=0.5):
+            raise fail_and_stop(
+                group, run_dir, f"{workers} workers did not register with {master_url} in {timeout:.0f} s"
+            )
+    except BaseException:
+        group.stop(run_dir)  # a KeyboardInterrupt mid-start must not leave JVMs behind
+        raise
+    return cluster_status(home=home, run_dir=run_dir)
+
+
+def cluster_status(*, home: Path | None = None, run_dir: Path | None = None) -> ClusterStatus:
+    """Which recorded cluster processes run, and what the master reports."""
+    home = home or project_home()
+    run_dir = run_dir or default_run_dir(home)
+    group = ServiceGroup.load(run_dir, CLUSTER)
+    if group is None:
+        return ClusterStatus(None, None, {}, None)
+    webui_url = str(group.info["webui_url"])
+    data = _master_json(webui_url) or {}
+    return ClusterStatus(
+        master_url=str(group.info["master_url"]),
+        webui_url=webui_url,
+        processes={p.name: p.running for p in group.processes},
+        alive_workers=data.get("aliveworkers"),
+        cores=data.get("cores"),
+        memory_mb=data.get("memory"),
+    )
+
+
+def cluster_down(*, home: Path | None = None, run_dir: Path | None = None) -> str:
+    """Stop the cluster's master and workers (and any executor they started)."""
+    home = home or project_home()
+    run_dir = run_dir or default_run_dir(home)
+    group = ServiceGroup.load(run_dir, CLUSTER)
+    if group is None:
+        return "Spark cluster: not running"
+    return "\n".join(["Spark cluster stopped:", *(f"  {line}" for line in group.stop(run_dir))])

@@ -1,0 +1,252 @@
+"""Background processes without Docker: start, record, check and stop process groups.
+
+Every process is started with ``setsid`` (its own session and process group) so that everything it
+forks - Spark executors and their Python workers, Airflow's executor workers, task supervisors and
+the spark-submits they start - is stopped with it by one signal to the group. The PIDs, process
+groups and start times are recorded in ``<home>/.dagspec/run/<group>.json``, each process's output
+in ``<home>/.dagspec/run/<name>.log``.
+
+Why not the stock scripts: ``sbin/start-master.sh`` daemonizes through ``nohup`` and loses the
+process group, and ``airflow standalone`` starts 32 executor workers and leaves orphans on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dagspec.errors import DagspecError
+
+STOP_TIMEOUT_S = 30.0
+
+# Popen objects of the processes this Python process started, by PID: they must be waited for
+# (reaped) after they die, else they stay zombies and still count as members of their group.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+class ServiceError(DagspecError):
+    """A local service could not be started, checked or stopped."""
+
+
+# --- processes -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServiceProcess:
+    """One background process: its PID is also its process group id (it was started with setsid)."""
+
+    name: str
+    pid: int
+    start_ticks: int  # field 22 of /proc/<pid>/stat: tells our process from a later one with its PID
+    argv: list[str]
+    log: str
+
+    @property
+    def running(self) -> bool:
+        """Is this very process (not a later one that reuses its PID) alive and not a zombie?"""
+        child = _CHILDREN.get(self.pid)
+        if child is not None and child.poll() is not None:
+            return False
+        stat = _proc_stat(self.pid)
+        return stat is not None and stat[0] != "Z" and stat[1] == self.start_ticks
+
+    def group_alive(self) -> bool:
+        """Does any process of its group still run (the leader may be gone, its children not)?"""
+        child = _CHILDREN.get(self.pid)
+        if child is not None:
+            child.poll()  # reap a dead leader so that it stops counting as a member
+        try:
+            os.killpg(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return _group_has_live_members(self.pid)
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks) of a process, or None when there is no such process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # the command name may contain spaces and ')'
+    return fields[0], int(fields[19])
+
+
+def _group_has_live_members(pgid: int) -> bool:
+    """True if a non-zombie process of group ``pgid`` exists (zombies answer kill(0) too)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def start_process(name: str, argv: Sequence[str], env: Mapping[str, str], run_dir: Path) -> ServiceProcess:
+    """Start ``argv`` in a new session (setsid), output appended to ``<run_dir>/<name>.log``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = run_dir / f"{name}.log"
+    with log.open("ab") as out:
+        child = subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=env.get("DAGSPEC_HOME") or None,
+        )
+    _CHILDREN[child.pid] = child
+    stat = _proc_stat(child.pid)
+    return ServiceProcess(name=name, pid=child.pid, start_ticks=stat[1] if stat else -1, argv=list(argv), log=str(log))
+
+
+def stop_process(proc: ServiceProcess, timeout: float = STOP_TIMEOUT_S) -> bool:
+    """SIGTERM the process group, SIGKILL it after ``timeout``; True if it had to be killed."""
+    if not proc.running and not proc.group_alive():
+        _CHILDREN.pop(proc.pid, None)
+        return False
+    if proc.running and os.getpgid(proc.pid) != proc.pid:
+        raise ServiceError(f"{proc.name} (pid {proc.pid}) is not the leader of its process group; not stopping it")
+    killed = False
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    if not wait_until(lambda: not proc.group_alive(), timeout):
+        killed = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        wait_until(lambda: not proc.group_alive(), 10.0)
+    child = _CHILDREN.pop(proc.pid, None)
+    if child is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=5)
+    return killed
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return condition()
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Can ``host:port`` be bound right now?"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the servers do: connections in TIME_WAIT from a previous run must not count as "in use"
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the kernel reports free (for tests and for Spark workers' web UIs)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def http_json(url: str, timeout: float = 5.0, **kwargs: Any) -> Any:
+    """GET (or POST with ``data``) a JSON document; raises OSError/ValueError when unreachable."""
+    request = urllib.request.Request(url, **kwargs)
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+def tail(path: str | Path, lines: int = 30) -> str:
+    """The last lines of a log file, for error messages."""
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+# --- recorded state --------------------------------------------------------------------------------
+
+
+@dataclass
+class ServiceGroup:
+    """What ``<run_dir>/<group>.json`` records about a started group of processes."""
+
+    group: str
+    processes: list[ServiceProcess]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, run_dir: Path) -> Path:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / f"{self.group}.json"
+        path.write_text(json.dumps(asdict(self), indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, run_dir: Path, group: str) -> ServiceGroup | None:
+        path = run_dir / f"{group}.json"
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        return cls(group=group, processes=[ServiceProcess(**p) for p in data["processes"]], info=data.get("info", {}))
+
+    def stop(self, run_dir: Path) -> list[str]:
+        """Stop every process, last started first; forget the group. Returns one line per process."""
+        lines = []
+        for proc in reversed(self.processes):
+            was_running = proc.running or proc.group_alive()
+            killed = stop_process(proc)
+            state = "killed (SIGKILL)" if killed else "stopped" if was_running else "was not running"
+            lines.append(f"{proc.name} (pid {proc.pid}): {state}")
+        (run_dir / f"{self.group}.json").unlink(missing_ok=True)
+        return lines
+
+
+def default_run_dir(home: Path) -> Path:
+    """$DAGSPEC_RUN_DIR, else ``<home>/.dagspec/run``."""
+    return Path(os.environ.get("DAGSPEC_RUN_DIR") or home / ".dagspec" / "run").resolve()
+
+
+def refuse_if_running(run_dir: Path, group: str, down_hint: str) -> None:
+    existing = ServiceGroup.load(run_dir, group)
+    if existing is None:
+        return
+    alive = [p for p in existing.processes if p.running or p.group_alive()]
+    if alive:
+        names = ", ".join(f"{p.name} (pid {p.pid})" for p in alive)
+        raise ServiceError(f"the {group} is already running: {names}; stop it first with `{down_hint}`")
+    existing.stop(run_dir)  # only stale records: forget them
+
+
+def start_all(
+    group: ServiceGroup, run_dir: Path, specs: Sequence[tuple[str, list[str]]], env: Mapping[str, str]
+) -> None:
+    """Start each (name, argv) in order, saving the record after each so a crash leaves no orphan."""
+    for name, argv in specs:
+        group.processes.append(start_process(name, argv, env, run_dir))
+        group.save(run_dir)
+
+
+def fail_and_stop(group: ServiceGroup, run_dir: Path, message: str) -> ServiceError:
+    """Stop what was started and build an error that shows the end of each log."""
+    logs = "\n".join(f"--- {p.log} (last lines) ---\n{tail(p.log, 15)}" for p in group.processes)
+    group.stop(run_dir)
+    return ServiceError(f"{message}\n{logs}")

@@ -1,0 +1,137 @@
+"""``dagspec show``, ``run`` and ``init``: plan a spec, run it through ``airflow dags test``, set up Airflow."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dagspec.errors import DagspecError
+from dagspec.local.airflow_env import prepare_local_airflow, run_airflow
+from dagspec.local.project import absolute_root, display, load, parse_overrides
+from dagspec.plan.reasons import stage_status
+from dagspec.plan.resolve import default_context, resolve_pipeline
+from dagspec.spec.loader import pipelines_dir
+from dagspec.spec.models import FORCE_PARAM, PipelineSpec
+from dagspec.storage import project_home
+
+
+def stage_rows(spec: PipelineSpec, overrides: dict[str, Any], storage_root: str | None) -> list[dict[str, Any]]:
+    """Per stage: name, kind, inputs, fingerprint, state, reasons, output path (for ``show``)."""
+    plan = resolve_pipeline(spec, default_context(spec, overrides), storage_root=storage_root)
+    forced = bool(overrides.get(FORCE_PARAM))
+    rows = []
+    for stage in plan.values():
+        status = stage_status(stage, forced=forced)
+        rows.append(
+            {
+                "name": stage.name,
+                "kind": stage.kind,
+                "inputs": {role: f"{i.stage}.{i.output}" for role, i in stage.inputs.items()},
+                "fingerprint": stage.fingerprint,
+                "state": status.state,
+                "reasons": status.reasons,
+                "output": stage.checkpoint_dir,
+            }
+        )
+    return rows
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print every stage with its fingerprint, state and the reasons it will run."""
+    home = project_home()
+    spec = load(Path(args.spec), home)
+    rows = stage_rows(spec, parse_overrides(args.param, spec), absolute_root(args.storage_root))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{spec.dag_id}: {spec.description or ''}")
+    for row in rows:
+        inputs = ", ".join(f"{k}={v}" for k, v in row["inputs"].items()) or "-"
+        print(f"  {row['name']:20} {row['kind']:22} {row['fingerprint']}  {row['state']:7}  in: {inputs}")
+        for reason in row["reasons"]:
+            print(f"  {'':20}   - {reason}")
+        print(f"  {'':20} -> {row['output']}")
+    return 0
+
+
+def _latest_run_states(db: Path, dag_id: str) -> tuple[str | None, list[tuple[str, str, float]]]:
+    with sqlite3.connect(db) as con:
+        row = con.execute(
+            "SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
+        ).fetchone()
+        if row is None:
+            return None, []
+        tasks = con.execute(
+            "SELECT task_id, state, COALESCE(duration, 0) FROM task_instance WHERE dag_id = ? AND run_id = ?",
+            (dag_id, row[0]),
+        ).fetchall()
+    return row[1], [(t, s or "none", float(d)) for t, s, d in tasks]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a spec locally through ``airflow dags test`` and print each task's state and the reports."""
+    home = project_home()
+    spec_path = Path(args.spec).resolve()
+    spec = load(spec_path, home)
+    overrides = parse_overrides(args.param, spec)
+    if args.force:
+        overrides[FORCE_PARAM] = True
+    if spec_path.parent != pipelines_dir(home).resolve():
+        os.environ["DAGSPEC_PIPELINES"] = str(spec_path.parent)
+    if args.storage_root:
+        os.environ["DAGSPEC_STORAGE_ROOT"] = absolute_root(args.storage_root) or ""
+    env = prepare_local_airflow(home, [spec.spark.conn_id])
+    log_dir = home / ".dagspec" / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{spec.dag_id}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    print(
+        f"running {spec.dag_id} ({len(spec.stages)} stages) through `airflow dags test`; log: {display(log_path, home)}"
+    )
+    started = time.time()
+    with log_path.open("w") as log:
+        cmd = ["dags", "test", spec.dag_id, "--conf", json.dumps(overrides)]
+        done = run_airflow(cmd, env, stdout=None if args.verbose else log, stderr=subprocess.STDOUT)
+    state, tasks = _latest_run_states(Path(env["AIRFLOW_HOME"]) / "airflow.db", spec.dag_id)
+    order = {name: i for i, name in enumerate(spec.stage_order())}
+    for task_id, task_state, duration in sorted(tasks, key=lambda t: order.get(t[0], 0)):
+        print(f"  {task_id:24} {task_state:16} {duration:7.1f} s")
+    print(f"{spec.dag_id}: {state} in {time.time() - started:.1f} s")
+    if state != "success" or done.returncode != 0:
+        if not args.verbose:
+            tail = log_path.read_text().splitlines()[-40:]
+            print("\n".join(["--- last lines of the log ---", *tail]), file=sys.stderr)
+        return 1
+    try:
+        rows = stage_rows(spec, overrides, None)
+    except DagspecError:
+        return 0  # params that depend on the run (ds, run_id) cannot be resolved here
+    print("outputs (manifest.json in each):")
+    for row in rows:
+        print(f"  {row['name']:24} {row['output']}")
+    _print_reports(spec, rows)
+    return 0
+
+
+def _print_reports(spec: PipelineSpec, rows: list[dict[str, Any]]) -> None:
+    """Show the markdown reports (metrics tables) that the final stages wrote."""
+    consumed = {ref.partition(".")[0] for stage in spec.stages.values() for ref in stage.inputs.values()}
+    for row in rows:
+        if row["name"] in consumed or "://" in row["output"]:
+            continue
+        for report in sorted(Path(row["output"]).glob("*/*.md")):
+            print(f"\n{report}:\n{report.read_text()}")
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Create the local Airflow home and ``.dagspec/env``."""
+    home = project_home()
+    env = prepare_local_airflow(home, args.conn_id or ["spark_default"])
+    print(f"Airflow home: {env['AIRFLOW_HOME']}\nnow: source {display(home / '.dagspec' / 'env', home)}")
+    return 0

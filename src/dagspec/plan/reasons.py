@@ -1,0 +1,134 @@
+"""Why a stage will run: its checkpoint's state, and what changed since the last committed one.
+
+Each reason starts with one of: ``new``, ``params changed``, ``code changed``, ``input data
+changed``, ``upstream changed``, ``spark conf changed``, ``forced``, ``broken``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dagspec import checkpoint, storage
+from dagspec.plan.resolve import ResolvedStage
+
+MAX_REASONS = 12
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    """``done`` (a trustworthy checkpoint: the stage is skipped) or ``missing`` (it runs), and why."""
+
+    state: str
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.state == "done"
+
+    def line(self, stage: ResolvedStage) -> str:
+        """The one line the CLI and the task log print about a stage."""
+        why = f": {'; '.join(self.reasons)}" if self.reasons else ""
+        return f"stage {stage.name} ({stage.kind}, {stage.fingerprint}): {self.state}{why}"
+
+
+def is_hit(stage: ResolvedStage) -> bool:
+    """A trustworthy checkpoint and, for a publishing stage, its data published from this fingerprint."""
+    return stage_status(stage).done
+
+
+def stage_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
+    """Will this stage run, and why."""
+    if forced:
+        return StageStatus("missing", ["forced (param force=true)"])
+    found = stage.checkpoint.state(stage.outputs)
+    if found.state == "broken":
+        return StageStatus("missing", [f"broken: {found.detail}"])
+    if found.done:
+        if stage.publish_path is not None:
+            published = checkpoint.published_fingerprint(stage.publish_path)
+            if published != stage.fingerprint:
+                holds = f"fingerprint {published}" if published else "nothing from dagspec"
+                return StageStatus("missing", [f"broken: export {stage.publish_path} holds {holds}"])
+        return StageStatus("done")
+    previous = latest_manifest(stage)
+    if previous is None:
+        return StageStatus("missing", ["new"])
+    old_key = previous.get("key")
+    if not isinstance(old_key, Mapping):
+        return StageStatus("missing", ["new: the last checkpoint of this stage predates recorded cache keys"])
+    reasons = key_changes(old_key, stage.key)
+    return StageStatus("missing", reasons[:MAX_REASONS] or ["new: no difference in the recorded key"])
+
+
+def latest_manifest(stage: ResolvedStage) -> dict[str, Any] | None:
+    """The most recently committed manifest of another fingerprint of this stage, if any."""
+    best: tuple[str, dict[str, Any]] | None = None
+    for name in storage.list_names(stage.stage_dir):
+        if name.startswith("_") or name == stage.fingerprint:
+            continue
+        manifest = checkpoint.Checkpoint(stage.stage_dir, name).manifest()
+        if manifest is None:
+            continue
+        finished = str(manifest.get("finished", ""))
+        if best is None or finished > best[0]:
+            best = (finished, manifest)
+    return best[1] if best else None
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping) and value:
+        flat: dict[str, Any] = {}
+        for key, inner in value.items():
+            flat.update(_flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: value}
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def key_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Human reasons for every difference between two cache keys."""
+    reasons: list[str] = []
+    if old.get("kind") != new.get("kind"):
+        reasons.append(f"code changed: kind {old.get('kind')} -> {new.get('kind')}")
+    old_params, new_params = _flatten(old.get("params") or {}), _flatten(new.get("params") or {})
+    for name in sorted(set(old_params) | set(new_params)):
+        if old_params.get(name, "<unset>") != new_params.get(name, "<unset>"):
+            reasons.append(
+                f"params changed: {name} {_short(old_params.get(name, '<unset>'))} -> {_short(new_params.get(name, '<unset>'))}"
+            )
+    old_code, new_code = old.get("code") or {}, new.get("code") or {}
+    for module in sorted(set(old_code) | set(new_code)):
+        if old_code.get(module) != new_code.get(module):
+            what = "added" if module not in old_code else "removed" if module not in new_code else "edited"
+            reasons.append(f"code changed: {module} ({what})")
+    old_libs, new_libs = old.get("libraries") or {}, new.get("libraries") or {}
+    for dist in sorted(set(old_libs) | set(new_libs)):
+        if old_libs.get(dist) != new_libs.get(dist):
+            reasons.append(f"code changed: library {dist} {old_libs.get(dist)} -> {new_libs.get(dist)}")
+    old_data, new_data = old.get("data") or {}, new.get("data") or {}
+    for path in sorted(set(old_data) | set(new_data)):
+        if path not in old_data:
+            reasons.append(f"input data changed: {path} added")
+        elif path not in new_data:
+            reasons.append(f"input data changed: {path} removed")
+        elif old_data[path] != new_data[path]:
+            reasons.append(f"input data changed: {path} modified")
+    old_up, new_up = old.get("upstream") or {}, new.get("upstream") or {}
+    for role in sorted(set(old_up) | set(new_up)):
+        if old_up.get(role) != new_up.get(role):
+            stage = str(new_up.get(role) or old_up.get(role)).partition(".")[0].partition("@")[0]
+            reasons.append(f"upstream changed: {stage} (input {role})")
+    old_conf, new_conf = old.get("conf") or {}, new.get("conf") or {}
+    for conf_key in sorted(set(old_conf) | set(new_conf)):
+        if old_conf.get(conf_key) != new_conf.get(conf_key):
+            reasons.append(
+                f"spark conf changed: {conf_key} {old_conf.get(conf_key, '<unset>')} -> {new_conf.get(conf_key, '<unset>')}"
+            )
+    return reasons

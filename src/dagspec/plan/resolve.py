@@ -1,0 +1,199 @@
+"""From a spec and a run's template context to fully resolved stages (no Spark, no Airflow).
+
+Each Airflow task resolves the whole pipeline itself: rendering is deterministic, so every task of
+a run computes the same fingerprints and paths without passing anything through XCom.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from jinja2 import TemplateError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dagspec import checkpoint, storage
+from dagspec.checkpoint import Checkpoint
+from dagspec.errors import StageConfigError
+from dagspec.kinds.base import IOType, KindDef, StageParams
+from dagspec.kinds.catalog import Catalog, load_catalog
+from dagspec.plan.fingerprint import code_hashes, data_identity, fingerprint_of, library_versions, result_conf
+from dagspec.spec.models import FORCE_PARAM, PipelineSpec, parse_ref
+from dagspec.spec.templates import render
+from dagspec.storage import project_home
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ResolvedInput(_Frozen):
+    """Where a stage's input role reads from."""
+
+    role: str
+    stage: str
+    output: str
+    fingerprint: str
+    stage_dir: str
+    path: str
+    type: IOType
+    outputs: list[str]
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(self.stage_dir, self.fingerprint)
+
+
+class ResolvedStage(_Frozen):
+    """A stage ready to run: rendered params, cache key, fingerprint and every path.
+
+    This model is what crosses from the Airflow side (or the CLI) to the Spark job, as JSON.
+    """
+
+    dag_id: str
+    name: str
+    kind: str
+    params: dict[str, Any]
+    key: dict[str, Any]
+    fingerprint: str
+    storage_root: str
+    stage_dir: str
+    home: str
+    inputs: dict[str, ResolvedInput] = Field(default_factory=dict)
+    outputs: dict[str, IOType] = Field(default_factory=dict)
+    source_files: list[str] = Field(default_factory=list)
+    conf: dict[str, str] = Field(default_factory=dict)
+    publish_path: str | None = None
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(self.stage_dir, self.fingerprint)
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return self.checkpoint.path
+
+    @property
+    def success_path(self) -> str:
+        return self.checkpoint.success_path
+
+    def output_path(self, name: str) -> str:
+        """Path of one output inside the committed checkpoint."""
+        return self.checkpoint.output_path(name)
+
+    def to_json(self) -> str:
+        """The single argument a job receives."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> ResolvedStage:
+        """Inverse of to_json (validated)."""
+        return cls.model_validate_json(text)
+
+
+def resolve_storage_root(spec: PipelineSpec, home: Path | None = None, override: str | None = None) -> str:
+    """The absolute storage root: --storage-root / $DAGSPEC_STORAGE_ROOT, else the spec's."""
+    root = override or os.environ.get("DAGSPEC_STORAGE_ROOT") or spec.storage.root
+    if storage.is_uri(root):
+        return root.rstrip("/")
+    return str(((home or project_home()) / root).resolve())
+
+
+def default_context(spec: PipelineSpec, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Template context with the params' defaults (and overrides), as a manual trigger would give."""
+    params = {name: p.default for name, p in spec.params.items()}
+    params.setdefault(FORCE_PARAM, False)
+    params.update(overrides or {})
+    return {"params": params}
+
+
+def render_params(spec: PipelineSpec, name: str, kind: KindDef, context: Mapping[str, Any]) -> StageParams:
+    """A stage's params rendered with ``context`` and validated against its kind's model."""
+    try:
+        rendered = render(spec.stages[name].params, context)
+    except TemplateError as exc:
+        raise StageConfigError(f"{spec.source}: stage {name!r}: cannot render params: {exc}") from None
+    try:
+        return kind.params.model_validate(rendered)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"params.{'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})" for e in exc.errors()
+        )
+        raise StageConfigError(f"{spec.source}: stage {name!r}: {problems}") from None
+
+
+def _stage_conf(spec: PipelineSpec, name: str) -> dict[str, str]:
+    stage = spec.stages[name]
+    conf = {**spec.spark.conf, **(stage.spark.conf if stage.spark else {})}
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in conf.items()}
+
+
+def resolve_pipeline(
+    spec: PipelineSpec,
+    context: Mapping[str, Any],
+    *,
+    home: Path | None = None,
+    storage_root: str | None = None,
+    catalog: Catalog | None = None,
+) -> dict[str, ResolvedStage]:
+    """Render, validate, key and fingerprint every stage, upstream first."""
+    home = home or project_home()
+    catalog = catalog or load_catalog(home)
+    root = resolve_storage_root(spec, home, storage_root)
+    resolved: dict[str, ResolvedStage] = {}
+    for name in spec.stage_order():
+        stage = spec.stages[name]
+        kind = catalog.get(stage.kind)
+        if kind is None:
+            raise StageConfigError(f"{spec.source}: stage {name!r}: {catalog.unknown_message(stage.kind)}")
+        model = render_params(spec, name, kind, context)
+        params = model.model_dump(mode="json", by_alias=True)
+        inputs: dict[str, ResolvedInput] = {}
+        for role, ref in stage.inputs.items():
+            upstream_name, output = parse_ref(ref)
+            upstream = resolved[upstream_name]
+            output = output or next(iter(upstream.outputs))
+            inputs[role] = ResolvedInput(
+                role=role,
+                stage=upstream_name,
+                output=output,
+                fingerprint=upstream.fingerprint,
+                stage_dir=upstream.stage_dir,
+                path=upstream.output_path(output),
+                type=upstream.outputs[output],
+                outputs=list(upstream.outputs),
+            )
+        data: dict[str, str] = {}
+        files: list[str] = []
+        if kind.source_paths is not None:
+            data, files = data_identity(kind.source_paths(model, frozenset(stage.inputs)), home)
+        conf = _stage_conf(spec, name)
+        code = code_hashes(kind.module)
+        key = {
+            "kind": kind.name,
+            "params": params,
+            "code": code,
+            "libraries": library_versions(tuple(code)),
+            "data": data,
+            "upstream": {role: f"{i.stage}.{i.output}@{i.fingerprint}" for role, i in sorted(inputs.items())},
+            "conf": result_conf(conf),
+        }
+        resolved[name] = ResolvedStage(
+            dag_id=spec.dag_id,
+            name=name,
+            kind=kind.name,
+            params=params,
+            key=key,
+            fingerprint=fingerprint_of(key),
+            storage_root=root,
+            stage_dir=storage.join_under(root, f"{spec.dag_id}/{name}"),
+            home=str(home),
+            inputs=inputs,
+            outputs=dict(kind.output_types(model)),
+            source_files=files,
+            conf=conf,
+            publish_path=checkpoint.export_target(root, kind.publishes(model)) if kind.publishes else None,
+        )
+    return resolved

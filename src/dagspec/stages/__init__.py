@@ -1,1 +1,0 @@
-"""Stage functions: pure functions of (inputs, params, context) over Spark DataFrames."""

@@ -1,0 +1,275 @@
+"""The Airflow UI and REST path, for real: `airflow_up` (api-server, scheduler, dag-processor on
+SQLite), a pipeline triggered through REST API v2 with overridden params, the trigger form in
+headless Chromium, and a one-minute schedule picked up by the scheduler.
+
+Needs Debian's chromium and chromium-driver for the browser test (skipped with the reason
+otherwise): `apt-get install -y chromium chromium-driver`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dagspec.local.airflow_server import AirflowStatus, airflow_down, airflow_up
+from dagspec.local.processes import free_port, tail
+from dagspec.plan.resolve import default_context, resolve_pipeline
+from dagspec.spec.loader import load_spec
+from tests.conftest import CRITEO_SAMPLE, REPO
+
+pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
+
+TRIGGERED = "ctr_demo"
+SCHEDULED = "every_minute"
+SCHEDULED_SPEC = """\
+# One cheap stage every minute: the scheduler test's pipeline.
+dag_id: every_minute
+description: Reads the Criteo sample once a minute
+schedule: "* * * * *"
+start_date: 2026-01-01
+catchup: false
+storage: {root: .dagspec/storage}
+spark:
+  conn_id: spark_default
+  conf: {spark.sql.shuffle.partitions: 2}
+  resources: {driver_memory: 1g}
+stages:
+  rows:
+    kind: read
+    params: {format: tsv, path: "%s", schema: criteo}
+"""
+RUN_TIMEOUT_S = 1200.0
+BROWSER_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",  # else Chromium keeps calling home through a closed network
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--window-size=1400,1100",
+)
+
+
+class Api:
+    """The few REST API v2 calls the tests need, with a token from POST /auth/token."""
+
+    def __init__(self, url: str, password: str) -> None:
+        self.url = url
+        token = self._call("POST", "/auth/token", {"username": "admin", "password": password}, auth=False)
+        self.token = str(token["access_token"])
+
+    def _call(self, method: str, path: str, body: Any = None, *, auth: bool = True) -> Any:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(f"{method} {path}: {exc.code} {exc.read().decode(errors='replace')}") from None
+
+    def get(self, path: str) -> Any:
+        return self._call("GET", path)
+
+    def post(self, path: str, body: Any) -> Any:
+        return self._call("POST", path, body)
+
+    def patch(self, path: str, body: Any) -> Any:
+        return self._call("PATCH", path, body)
+
+
+@dataclass
+class Airflow:
+    status: AirflowStatus
+    api: Api
+    root: Path
+    password: str
+
+    @property
+    def url(self) -> str:
+        assert self.status.url is not None
+        return self.status.url
+
+
+def _wait_for_dag(api: Api, dag_id: str, timeout: float = 300.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dags = {d["dag_id"]: d for d in api.get("/api/v2/dags?limit=100")["dags"]}
+        if dag_id in dags:
+            return dags[dag_id]
+        time.sleep(2)
+    raise AssertionError(
+        f"{dag_id} not parsed within {timeout:.0f} s; import errors: {api.get('/api/v2/importErrors')}"
+    )
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
+    """Airflow on its own AIRFLOW_HOME, storage root and pipelines folder, stopped whatever happens."""
+    root = tmp_path_factory.mktemp("ui")
+    pipelines = root / "pipelines"
+    pipelines.mkdir()
+    shutil.copy(REPO / "pipelines" / f"{TRIGGERED}.yaml", pipelines)
+    (pipelines / f"{SCHEDULED}.yaml").write_text(SCHEDULED_SPEC % CRITEO_SAMPLE)
+    run_dir = root / "run"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DAGSPEC_HOME", str(REPO))
+        env.setenv("DAGSPEC_PIPELINES", str(pipelines))
+        env.setenv("DAGSPEC_AIRFLOW_HOME", str(root / "airflow"))
+        env.setenv("DAGSPEC_STORAGE_ROOT", str(root / "storage"))
+        env.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)  # local[*]: this test is about Airflow
+        started = time.monotonic()
+        try:
+            status = airflow_up(port=free_port(), home=REPO, run_dir=run_dir)
+            print(f"airflow up in {time.monotonic() - started:.1f} s\n{status}")
+            assert status.password_file is not None
+            password = json.loads(Path(status.password_file).read_text())["admin"]
+            assert status.url is not None
+            api = Api(status.url, password)
+            # unpaused first, so that the scheduler's run happens while the other tests work
+            _wait_for_dag(api, SCHEDULED)
+            api.patch(f"/api/v2/dags/{SCHEDULED}", {"is_paused": False})
+            yield Airflow(status, api, root, password)
+        except BaseException:
+            for log in sorted(run_dir.glob("*.log")):
+                print(f"--- {log.name} ---\n{tail(log, 40)}")
+            raise
+        finally:
+            print(airflow_down(run_dir=run_dir))
+
+
+def _wait_for_run(api: Api, dag_id: str, run_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        run = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+        if run["state"] in ("success", "failed"):
+            return dict(run)
+        time.sleep(3)
+    raise AssertionError(f"{dag_id} {run_id} did not finish within {RUN_TIMEOUT_S:.0f} s")
+
+
+def _task_report(airflow: Airflow, dag_id: str, run_id: str) -> str:
+    tasks = airflow.api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
+    lines = [f"{t['task_id']}: {t['state']} (try {t['try_number']})" for t in tasks]
+    for log in sorted((airflow.root / "airflow" / "logs").glob(f"dag_id={dag_id}/run_id={run_id}/*/*.log")):
+        lines.append(f"--- {log} ---\n{tail(log, 25)}")
+    return "\n".join(lines)
+
+
+def test_health_endpoint_reports_every_component(airflow: Airflow) -> None:
+    health = airflow.status.health
+    assert {health.get(c) for c in ("metadatabase", "scheduler", "dag_processor")} == {"healthy"}
+    assert airflow.status.up and set(airflow.status.processes) == {"api-server", "scheduler", "dag-processor"}
+    assert "admin, password in" in str(airflow.status)
+
+
+def test_rest_trigger_with_overridden_params(airflow: Airflow) -> None:
+    half = airflow.root / "criteo_500.tsv"
+    half.write_text("".join(CRITEO_SAMPLE.read_text().splitlines(keepends=True)[:500]))
+    overrides = {"input": str(half), "test_fraction": 0.5}
+    dag = _wait_for_dag(airflow.api, TRIGGERED)
+    assert dag["is_paused"]  # new DAGs start paused: a trigger alone would stay queued
+    airflow.api.patch(f"/api/v2/dags/{TRIGGERED}", {"is_paused": False})
+    started = time.monotonic()
+    run = airflow.api.post(f"/api/v2/dags/{TRIGGERED}/dagRuns", {"logical_date": None, "conf": overrides})
+    assert run["conf"] == overrides and run["run_type"] == "manual"
+    done = _wait_for_run(airflow.api, TRIGGERED, run["dag_run_id"])
+    print(f"{TRIGGERED} via REST: {done['state']} in {time.monotonic() - started:.1f} s")
+    assert done["state"] == "success", _task_report(airflow, TRIGGERED, run["dag_run_id"])
+
+    spec = load_spec(REPO / "pipelines" / f"{TRIGGERED}.yaml")
+    storage = str(airflow.root / "storage")
+    plan = resolve_pipeline(spec, default_context(spec, overrides), home=REPO, storage_root=storage)
+    manifests = {name: stage.checkpoint.manifest() for name, stage in plan.items()}
+    assert all(manifests.values()), f"stages without a committed checkpoint: {manifests}"
+    raw, split = manifests["raw"], manifests["split"]
+    assert raw is not None and split is not None
+    # the overrides reached the stages: the other file (500 rows, not 1000) and a 50/50 split
+    assert raw["params"]["path"] == str(half)
+    assert raw["rows"] == {"data": 500}
+    assert split["params"]["fractions"] == {"train": 0.5, "test": 0.5}
+    assert abs(split["rows"]["train"] - split["rows"]["test"]) <= 0.5 * sum(split["rows"].values())
+    # and nothing was computed with the defaults
+    defaults = resolve_pipeline(spec, default_context(spec), home=REPO, storage_root=storage)
+    assert defaults["raw"].checkpoint.manifest() is None and defaults["split"].checkpoint.manifest() is None
+
+
+def _browser(tmp_path: Path) -> Any:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    chromedriver = shutil.which("chromedriver")
+    if not chromium or not chromedriver:
+        pytest.skip("headless Chromium is not installed: apt-get install -y chromium chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (*BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(chromedriver), options=options)
+
+
+def test_trigger_form_shows_the_specs_params(airflow: Airflow, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    spec = load_spec(REPO / "pipelines" / f"{TRIGGERED}.yaml")
+    driver = _browser(tmp_path)
+    screenshot = tmp_path / "trigger_form.png"
+    try:
+        wait = WebDriverWait(driver, 120)
+        driver.get(f"{airflow.url}/auth/login")
+        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
+        driver.find_element(By.NAME, "password").send_keys(airflow.password)
+        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait.until(lambda d: "/auth/login" not in d.current_url)
+
+        driver.get(f"{airflow.url}/dags/{TRIGGERED}")
+        wait.until(ec.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Trigger']"))).click()
+        form = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "[data-testid=config-form]")))
+        for name, param in spec.params.items():
+            field = form.find_element(By.NAME, f"element_{name}")
+            group = field.find_element(By.XPATH, "./ancestor::*[@role='group'][1]")
+            assert group.find_element(By.TAG_NAME, "label").text.split()[0] == name
+            assert field.get_attribute("value") == str(param.default), name
+            helper = driver.find_element(By.ID, str(field.get_attribute("aria-describedby")))
+            assert helper.text == param.description, name
+        driver.save_screenshot(str(screenshot))
+    except BaseException:
+        driver.save_screenshot(str(screenshot))
+        raise
+    finally:
+        driver.quit()
+    print(f"screenshot: {screenshot}")
+    assert screenshot.stat().st_size > 10_000
+
+
+def test_one_minute_schedule_gets_a_scheduled_run(airflow: Airflow) -> None:
+    dag = airflow.api.get(f"/api/v2/dags/{SCHEDULED}")
+    assert dag["timetable_summary"] == "* * * * *" and not dag["is_paused"]
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    finished: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and not finished:
+        runs = airflow.api.get(f"/api/v2/dags/{SCHEDULED}/dagRuns?run_type=scheduled&limit=20")["dag_runs"]
+        finished = [r for r in runs if r["state"] in ("success", "failed")]
+        time.sleep(3)
+    assert finished, f"no scheduled run of {SCHEDULED} finished within {RUN_TIMEOUT_S:.0f} s"
+    run = finished[0]
+    assert run["run_type"] == "scheduled" and run["triggered_by"] != "rest_api"
+    assert run["state"] == "success", _task_report(airflow, SCHEDULED, run["dag_run_id"])
+    assert os.listdir(airflow.root / "storage" / SCHEDULED / "rows")

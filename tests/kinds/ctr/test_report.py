@@ -1,0 +1,65 @@
+"""The report kind on real evaluate-style report directories (no Spark needed)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from dagspec.errors import StageFailedError
+from dagspec.kinds.base import StageContext
+from dagspec.kinds.ctr.report import ReportParams, report
+
+
+def _ctx(tmp_path: Path) -> StageContext:
+    return StageContext(
+        spark=None,  # type: ignore[arg-type]
+        dag_id="d",
+        stage_name="report",
+        fingerprint="f" * 16,
+        home=tmp_path,
+        storage_root=str(tmp_path),
+        work_dir=str(tmp_path / "work"),
+        scratch_root=str(tmp_path / "scratch"),
+    )
+
+
+def _evaluation(folder: Path, auc: float, loss: float, seconds: float) -> str:
+    folder.mkdir(parents=True)
+    metrics = {"roc_auc": auc, "log_loss": loss, "train_time_s": seconds, "peak_memory_mb": 300.0, "cpu_load": 1.5}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    return str(folder)
+
+
+def test_report_writes_the_benchmark_table_and_plots(tmp_path: Path) -> None:
+    inputs = {
+        "xgb__1000": _evaluation(tmp_path / "a", 0.70, 0.14, 1.0),
+        "xgb__10000": _evaluation(tmp_path / "b", 0.75, 0.13, 3.0),
+        "lr_small": _evaluation(tmp_path / "c", 0.68, 0.15, 2.0),
+        "rf__1000": _evaluation(tmp_path / "d", 0.71, 0.14, 9.0),
+    }
+    params = ReportParams.model_validate(
+        {"points": {"lr_small": ["lr", "1000"]}, "engines": "['xgb', 'lr']"}  # as Jinja renders a list
+    )
+    ctx = _ctx(tmp_path)
+    report(inputs, params, ctx)
+    out = Path(ctx.output_path("report"))
+    with (out / "metrics.tsv").open() as handle:
+        rows = list(csv.reader(handle, delimiter="\t"))
+    assert rows[0] == ["Engine", "Train size", "ROC AUC", "Log loss", "Train time", "Maximum memory", "CPU load"]
+    assert rows[1:] == [
+        ["lr", "1000", "0.68", "0.15", "2.0", "300.0", "1.5"],
+        ["xgb", "1000", "0.7", "0.14", "1.0", "300.0", "1.5"],
+        ["xgb", "10000", "0.75", "0.13", "3.0", "300.0", "1.5"],
+    ]  # rf filtered out by engines
+    for png in ("auc.png", "log_loss.png", "train_time.png", "memory.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    assert ctx.metrics["engines"] == ["lr", "xgb"]
+
+
+def test_report_role_without_a_point_is_refused(tmp_path: Path) -> None:
+    inputs = {"xgb": _evaluation(tmp_path / "a", 0.7, 0.1, 1.0)}
+    with pytest.raises(StageFailedError, match=r"name it <engine>__<train size>"):
+        report(inputs, ReportParams(), _ctx(tmp_path))

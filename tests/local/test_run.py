@@ -1,0 +1,164 @@
+"""`dagspec run` end to end: real `airflow dags test` on SQLite, real spark-submit, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+DAGSPEC = str(Path(sys.executable).parent / "dagspec")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A pipelines folder with the demo (no retries, so a killed stage fails fast) and its own Airflow."""
+    base = tmp_path_factory.mktemp("run")
+    pipelines = base / "pipelines"
+    pipelines.mkdir()
+    demo = (REPO / "pipelines" / "ctr_demo.yaml").read_text()
+    (pipelines / "ctr_demo.yaml").write_text(demo.replace("retries: 1, retry_delay: 60", "retries: 0, retry_delay: 1"))
+    return {"base": base, "spec": pipelines / "ctr_demo.yaml", "storage": base / "storage"}
+
+
+def env_for(project: dict[str, Path]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
+    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(project["base"] / "airflow"))
+    return env
+
+
+def dagspec_run(project: dict[str, Path], *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [DAGSPEC, "run", str(project["spec"]), "--storage-root", str(project["storage"]), *args]
+    return subprocess.run(cmd, env=env_for(project), capture_output=True, text=True, timeout=900, cwd=REPO)
+
+
+def manifests(project: dict[str, Path]) -> dict[str, dict]:
+    """stage/fingerprint -> committed manifest."""
+    found = {}
+    for success in (project["storage"] / "ctr_demo").glob("*/*/_SUCCESS"):
+        found[f"{success.parent.parent.name}/{success.parent.name}"] = json.loads(
+            (success.parent / "manifest.json").read_text()
+        )
+    return found
+
+
+def show(project: dict[str, Path], *params: str) -> dict[str, dict]:
+    args = [DAGSPEC, "show", str(project["spec"]), "--json", "--storage-root", str(project["storage"])]
+    for p in params:
+        args += ["-p", p]
+    done = subprocess.run(args, env=env_for(project), capture_output=True, text=True, check=True, cwd=REPO)
+    return {row["name"]: row for row in json.loads(done.stdout)}
+
+
+def test_first_run_computes_every_stage(project) -> None:
+    assert {r["state"] for r in show(project).values()} == {"missing"}
+    done = dagspec_run(project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = show(project)
+    assert {r["state"] for r in rows.values()} == {"done"}
+    committed = manifests(project)
+    assert set(committed) == {f"{name}/{row['fingerprint']}" for name, row in rows.items()}
+    balanced = committed[f"balanced/{rows['balanced']['fingerprint']}"]
+    assert balanced["metrics"]["class_counts_after"] == {"0": 21, "1": 21}
+    assert balanced["inputs"]["data"]["fingerprint"] == rows["raw"]["fingerprint"]
+    assert (project["storage"] / "exports" / "out" / "ctr_demo" / "train").is_dir()
+
+
+def run_log(done: subprocess.CompletedProcess[str]) -> str:
+    """The Airflow output of a `dagspec run`, from the log file it names."""
+    match = re.search(r"log: (\S+)", done.stdout)
+    assert match, done.stdout
+    return (REPO / match.group(1)).read_text()
+
+
+def test_second_run_is_all_checkpoint_hits(project) -> None:
+    before = manifests(project)
+    done = dagspec_run(project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert manifests(project) == before
+    log = run_log(done)
+    for name, row in show(project).items():
+        # the operator's own record: it skipped this stage, and spark-submit never started
+        assert f"stage {name} ({row['kind']}, {row['fingerprint']}): done" in log
+        assert f"checkpoint hit: {row['output']}; nothing to run" in log
+    assert "Spark-Submit cmd" not in log
+
+
+def test_changing_one_param_reruns_exactly_the_affected_stages(project) -> None:
+    before = manifests(project)
+    done = dagspec_run(project, "-p", "test_fraction=0.3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = manifests(project)
+    new = set(after) - set(before)
+    assert {key.split("/")[0] for key in new} == {"split", "train_out"}
+    assert {k: after[k] for k in before} == before  # nothing recomputed in place
+    split = next(after[k] for k in new if k.startswith("split/"))
+    assert split["params"]["fractions"] == {"train": 0.7, "test": 0.3}
+
+
+def _spark_driver_pids(app_name: str) -> list[int]:
+    done = subprocess.run(["pgrep", "-f", "--", f"--name {app_name}"], capture_output=True, text=True)
+    return [int(p) for p in done.stdout.split()]
+
+
+def test_a_killed_stage_leaves_nothing_trusted_and_the_rerun_recomputes_only_it(project) -> None:
+    params = ("-p", "test_fraction=0.4")
+    split_fp = show(project, "test_fraction=0.4")["split"]["fingerprint"]
+    split_dir = project["storage"] / "ctr_demo" / "split"
+    before = manifests(project)
+    cmd = [DAGSPEC, "run", str(project["spec"]), "--storage-root", str(project["storage"]), *params]
+    run = subprocess.Popen(
+        cmd, env=env_for(project), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO
+    )
+    killed = False
+    deadline = time.time() + 600
+    while time.time() < deadline and run.poll() is None:
+        if list(split_dir.glob(f"_tmp-{split_fp}-*/train")):  # the attempt has started writing
+            for pid in _spark_driver_pids("dagspec.ctr_demo.split"):
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+            if killed:
+                break
+        time.sleep(0.2)
+    output = run.communicate(timeout=600)[0]
+    assert killed, output
+    assert run.returncode != 0
+    assert not (split_dir / split_fp / "_SUCCESS").exists()
+    assert show(project, "test_fraction=0.4")["split"]["state"] == "missing"
+
+    done = dagspec_run(project, *params)
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = manifests(project)
+    assert {k: after[k] for k in before} == before
+    assert {k.split("/")[0] for k in set(after) - set(before)} == {"split", "train_out"}
+    assert not list(split_dir.glob("_tmp-*")), "the rerun cleans up the killed attempt"
+
+
+def test_a_missing_spark_connection_fails_with_a_clear_message(project, tmp_path: Path) -> None:
+    spec = project["spec"].parent / "no_conn.yaml"
+    spec.write_text(
+        "spark: {conn_id: dagspec_missing_conn}\nstages:\n  q: {kind: sql, params: {query: 'select 1 as x'}}\n"
+    )
+    env = env_for(project)
+    subprocess.run([DAGSPEC, "init"], env=env, check=True, capture_output=True, cwd=REPO)
+    env.update(
+        AIRFLOW_HOME=str(project["base"] / "airflow"),
+        AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        DAGSPEC_PIPELINES=str(spec.parent),
+        DAGSPEC_STORAGE_ROOT=str(tmp_path),
+    )
+    airflow = str(Path(sys.executable).parent / "airflow")
+    done = subprocess.run([airflow, "dags", "test", "no_conn"], env=env, capture_output=True, text=True, timeout=300)
+    assert "Airflow connection 'dagspec_missing_conn' does not exist" in done.stdout + done.stderr
+    assert not list(tmp_path.glob("no_conn/q/*/_SUCCESS"))
+    spec.unlink()

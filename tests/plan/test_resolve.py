@@ -1,0 +1,84 @@
+"""Fingerprints and paths: a change invalidates exactly the stage and everything downstream."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dagspec.errors import StageConfigError, StorageError
+from dagspec.plan.resolve import default_context, resolve_pipeline
+from dagspec.spec.loader import load_spec
+from dagspec.spec.templates import render
+from dagspec.storage import join_under
+from tests.helpers import write_spec
+
+SPEC = """
+params:
+  seed: {type: integer, default: 42}
+  fraction: {type: number, default: 0.2}
+stages:
+  raw: {kind: read, params: {format: parquet, path: data/in}}
+  other: {kind: read, params: {format: csv, path: data/other, header: true}}
+  balanced: {kind: undersample, inputs: {data: raw}, params: {seed: "{{ params.seed }}"}}
+  split:
+    kind: split
+    inputs: {data: balanced}
+    params: {fractions: {train: "{{ 1 - params.fraction }}", test: "{{ params.fraction }}"}}
+  joined: {kind: sql, inputs: {a: split.train, b: other}, params: {query: "select * from a"}}
+"""
+
+
+@pytest.fixture
+def spec(tmp_path: Path):
+    return load_spec(write_spec(tmp_path, SPEC))
+
+
+def fingerprints(spec, **params) -> dict[str, str]:
+    plan = resolve_pipeline(spec, default_context(spec, params), home=Path("/project"), storage_root="/store")
+    return {name: stage.fingerprint for name, stage in plan.items()}
+
+
+def test_fingerprints_are_stable(spec) -> None:
+    assert fingerprints(spec) == fingerprints(spec)
+
+
+def test_a_param_change_invalidates_that_stage_and_downstream_only(spec) -> None:
+    before, after = fingerprints(spec), fingerprints(spec, seed=7)
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {"balanced", "split", "joined"}
+
+
+def test_a_change_in_an_independent_branch_leaves_the_other_alone(spec) -> None:
+    before, after = fingerprints(spec), fingerprints(spec, fraction=0.3)
+    assert {n for n in before if before[n] != after[n]} == {"split", "joined"}
+
+
+def test_rendered_params_are_validated_and_paths_resolved(spec) -> None:
+    plan = resolve_pipeline(
+        spec, default_context(spec, {"fraction": 0.25}), home=Path("/project"), storage_root="/store"
+    )
+    split = plan["split"]
+    assert split.params["fractions"] == {"train": 0.75, "test": 0.25}
+    assert split.checkpoint_dir == f"/store/pipe/split/{split.fingerprint}"
+    assert plan["joined"].inputs["a"].path == f"/store/pipe/split/{split.fingerprint}/train"
+    assert plan["joined"].inputs["b"].path.endswith("/other/" + plan["other"].fingerprint + "/data")
+
+
+def test_a_rendered_value_that_fails_the_model_names_stage_and_field(spec) -> None:
+    with pytest.raises(StageConfigError, match=r"stage 'balanced': params.seed: Input should be a valid integer"):
+        resolve_pipeline(spec, default_context(spec, {"seed": "many"}), home=Path("/p"), storage_root="/s")
+
+
+def test_templates_cannot_reach_python_internals() -> None:
+    from jinja2.exceptions import SecurityError
+
+    with pytest.raises(SecurityError):
+        render("{{ params.__class__.__mro__[1].__subclasses__() }}", {"params": {}})
+
+
+def test_paths_cannot_leave_the_storage_root() -> None:
+    assert join_under("/store", "out/train") == "/store/out/train"
+    for bad in ("../x", "a/../../x", "/etc/passwd", "hdfs://elsewhere/x"):
+        with pytest.raises(StorageError):
+            join_under("/store", bad)
