@@ -135,16 +135,17 @@ class Checkpoint:
     # --- the lease ----------------------------------------------------------------------------
 
     @contextmanager
-    def lease(self, *, wait_s: float = 6 * 3600, poll_s: float = 1.0) -> Iterator[Lease | None]:
-        """Hold this fingerprint's lease; yields None instead when another attempt commits meanwhile."""
+    def lease(self, *, wait_s: float = 6 * 3600, poll_s: float = 1.0) -> Iterator[Lease]:
+        """Hold this fingerprint's lease, waiting while a live attempt holds it.
+
+        The holder must check the checkpoint again once it has the lease: the attempt it waited
+        for may have committed.
+        """
         attempt = uuid.uuid4().hex[:12]
         deadline = _now() + wait_s
         while True:
             if storage.create_exclusive(self.lease_path, _lease_text(attempt)):
                 break
-            if self.state().done:
-                yield None
-                return
             holder = _read_json(self.lease_path)
             if holder is None or lease_is_stale(holder):
                 self._break_stale_lease()

@@ -73,7 +73,7 @@ def run_stage(
     if not force and is_hit(stage):
         return StageRun("hit", stage.checkpoint.manifest() or {})
     with stage.checkpoint.lease() as lease:
-        if lease is None or (not force and is_hit(stage)):
+        if not force and is_hit(stage):
             log.info("stage %s: another attempt committed %s meanwhile", stage.name, stage.checkpoint_dir)
             return StageRun("hit", stage.checkpoint.manifest() or {})
         _check_source_files(stage)

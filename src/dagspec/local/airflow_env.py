@@ -45,9 +45,14 @@ def airflow_env(home: Path) -> dict[str, str]:
     return env
 
 
+def airflow_argv(args: list[str]) -> list[str]:
+    """The venv's ``airflow`` command with ``args``."""
+    return [str(Path(sys.executable).parent / "airflow"), *args]
+
+
 def run_airflow(args: list[str], env: dict[str, str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    binary = str(Path(sys.executable).parent / "airflow")
-    return subprocess.run([binary, *args], env={**os.environ, **env}, text=True, **kwargs)
+    """Run an ``airflow`` command in the local environment and wait for it."""
+    return subprocess.run(airflow_argv(args), env={**os.environ, **env}, text=True, **kwargs)
 
 
 def ensure_airflow_db(env: dict[str, str]) -> Path:

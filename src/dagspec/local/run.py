@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import sqlite3
@@ -10,10 +11,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from dagspec.errors import DagspecError
-from dagspec.local.airflow_env import prepare_local_airflow, run_airflow
+from dagspec.local.airflow_env import airflow_argv, prepare_local_airflow
 from dagspec.local.project import absolute_root, display, load, parse_overrides
 from dagspec.plan.reasons import stage_status
 from dagspec.plan.resolve import default_context, resolve_pipeline
@@ -61,18 +62,52 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _latest_run_states(db: Path, dag_id: str) -> tuple[str | None, list[tuple[str, str, float]]]:
-    with sqlite3.connect(db) as con:
+def _last_run_id(db: Path, dag_id: str) -> tuple[int, str | None]:
+    with sqlite3.connect(db, timeout=60) as con:
         row = con.execute(
-            "SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
+            "SELECT id, run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
         ).fetchone()
-        if row is None:
-            return None, []
+    return (int(row[0]), str(row[1])) if row else (0, None)
+
+
+def _run_states(db: Path, dag_id: str, run_id: str | None) -> tuple[str | None, list[tuple[str, str, float]]]:
+    if run_id is None:
+        return None, []
+    with sqlite3.connect(db, timeout=60) as con:
+        row = con.execute("SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", (dag_id, run_id)).fetchone()
         tasks = con.execute(
             "SELECT task_id, state, COALESCE(duration, 0) FROM task_instance WHERE dag_id = ? AND run_id = ?",
-            (dag_id, row[0]),
+            (dag_id, run_id),
         ).fetchall()
-    return row[1], [(t, s or "none", float(d)) for t, s, d in tasks]
+    return (row[0] if row else None), [(t, s or "none", float(d)) for t, s, d in tasks]
+
+
+def dags_test(dag_id: str, conf: dict[str, Any], env: dict[str, str], log: IO[str] | None) -> tuple[int, str | None]:
+    """``airflow dags test`` of one DAG; returns its exit code and the run it created.
+
+    ``dags test`` first writes the parsed DAG (and its assets) to the metadata DB; two of them
+    doing that at once for a new DAG collide on SQLite (a unique constraint on the asset table).
+    Starts are therefore serialized by a lock on the Airflow home, held until this run's DagRun
+    exists; the runs themselves proceed concurrently.
+    """
+    db = Path(env["AIRFLOW_HOME"]) / "airflow.db"
+    with (Path(env["AIRFLOW_HOME"]) / "dagspec-start.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        before, _ = _last_run_id(db, dag_id)
+        argv = airflow_argv(["dags", "test", dag_id, "--conf", json.dumps(conf)])
+        process = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, text=True)
+        run_id = None
+        while process.poll() is None:
+            newest, newest_run = _last_run_id(db, dag_id)
+            if newest > before:
+                run_id = newest_run
+                break
+            time.sleep(0.2)
+    code = process.wait()
+    if run_id is None:
+        newest, newest_run = _last_run_id(db, dag_id)
+        run_id = newest_run if newest > before else None
+    return code, run_id
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -96,14 +131,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     started = time.time()
     with log_path.open("w") as log:
-        cmd = ["dags", "test", spec.dag_id, "--conf", json.dumps(overrides)]
-        done = run_airflow(cmd, env, stdout=None if args.verbose else log, stderr=subprocess.STDOUT)
-    state, tasks = _latest_run_states(Path(env["AIRFLOW_HOME"]) / "airflow.db", spec.dag_id)
+        code, run_id = dags_test(spec.dag_id, overrides, env, None if args.verbose else log)
+    state, tasks = _run_states(Path(env["AIRFLOW_HOME"]) / "airflow.db", spec.dag_id, run_id)
     order = {name: i for i, name in enumerate(spec.stage_order())}
     for task_id, task_state, duration in sorted(tasks, key=lambda t: order.get(t[0], 0)):
         print(f"  {task_id:24} {task_state:16} {duration:7.1f} s")
     print(f"{spec.dag_id}: {state} in {time.time() - started:.1f} s")
-    if state != "success" or done.returncode != 0:
+    if state != "success" or code != 0:
         if not args.verbose:
             tail = log_path.read_text().splitlines()[-40:]
             print("\n".join(["--- last lines of the log ---", *tail]), file=sys.stderr)

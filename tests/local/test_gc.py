@@ -1,0 +1,68 @@
+"""`dagspec gc`: what no current spec reaches goes, with the bytes it freed; live leases are untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from dagspec import storage
+from dagspec.local.cli import main
+from dagspec.spec.loader import load_spec
+from tests.helpers import parquet_table, run_pipeline_in_process, write_spec
+
+pytestmark = pytest.mark.spark
+
+
+def test_gc_removes_unreached_checkpoints_and_dead_leftovers(spark, home, tmp_path: Path, monkeypatch, capsys) -> None:
+    data = parquet_table(spark, tmp_path, 30)
+    path = write_spec(
+        tmp_path / "pipelines",
+        f"""
+        params:
+          n: {{type: integer, default: 5}}
+        stages:
+          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
+          few: {{kind: sample, inputs: {{data: raw}}, params: {{n: "{{{{ params.n }}}}"}}}}
+        """,
+    )
+    monkeypatch.setenv("DAGSPEC_PIPELINES", str(tmp_path / "pipelines"))
+    spec = load_spec(path)
+    current = run_pipeline_in_process(spark, spec)
+    for n in (7, 8):
+        run_pipeline_in_process(spark, spec, {"n": n})
+    stage_dir = Path(current["few"].stage_dir)
+    unreached = sorted(p.name for p in stage_dir.iterdir() if p.name != current["few"].fingerprint)
+    assert len(unreached) == 2
+    leased, dead = unreached
+    (stage_dir / f"_lease-{leased}").write_text(
+        json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "attempt": "live", "heartbeat": time.time()})
+    )
+    (stage_dir / f"_tmp-{dead}-0123abcd" / "data").mkdir(parents=True)
+    (stage_dir / f"_tmp-{dead}-0123abcd" / "data" / "part-0").write_text("x" * 1000)
+    (stage_dir / f"_scratch-{current['few'].fingerprint}").mkdir()  # its checkpoint is committed: an orphan
+
+    assert main(["gc", "--keep", "0", "--dry-run"]) == 0
+    dry = capsys.readouterr().out
+    expected = {
+        str(stage_dir / dead): "not reached by any spec",
+        str(stage_dir / f"_tmp-{dead}-0123abcd"): "the temporary folder of a dead attempt",
+        str(stage_dir / f"_scratch-{current['few'].fingerprint}"): "the scratch folder of a committed checkpoint",
+    }
+    listed = dict(re.findall(r"would remove (\S+) \(\d+ bytes\): (.+)", dry))
+    assert listed == expected
+    sizes = {p: storage.size_of(p) for p in expected}
+    assert f"would free {sum(sizes.values())} bytes" in dry
+    assert all(Path(p).exists() for p in expected)
+
+    assert main(["gc", "--keep", "0"]) == 0
+    out = capsys.readouterr().out
+    assert f"freed {sum(sizes.values())} bytes" in out
+    assert not any(Path(p).exists() for p in expected)
+    assert (stage_dir / leased).is_dir()  # under a live lease
+    assert all(Path(s.checkpoint_dir, "_SUCCESS").exists() for s in current.values())
