@@ -84,8 +84,12 @@ class KindDef:
     aliases: tuple[str, ...] = ()
     source_paths: SourcePaths | None = None
     publishes: Callable[[Any], str] | None = None
+    # Connect mode: the driver this kind needs ("own": a spark-submit of its own, and why), and
+    # whether its Python workers import a model library worth keeping between stages (such stages
+    # share a server session: Spark keys its worker pools by session)
     driver: DriverNeed = "any"
     driver_reason: str = ""
+    reuse_workers: bool = False
 
     @property
     def module(self) -> str:
@@ -118,6 +122,7 @@ def kind(
     publishes: Callable[[Any], str] | None = None,
     driver: DriverNeed = "any",
     driver_reason: str = "",
+    reuse_workers: bool = False,
 ) -> Callable[[F], F]:
     """Declare a function as stage kind ``name``; the function itself is returned unchanged.
 
@@ -146,11 +151,42 @@ def kind(
             publishes=publishes,
             driver=driver,
             driver_reason=driver_reason,
+            reuse_workers=reuse_workers,
         )
         setattr(function, KIND_ATTRIBUTE, definition)
         return function
 
     return declare
+
+
+def is_connect(spark: object) -> bool:
+    """Is ``spark`` a Spark Connect client session (no SparkContext, no RDDs, no JVM here)?"""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark: Any) -> int:
+    """The session's default number of tasks; a Connect client asks the server's shuffle setting."""
+    if is_connect(spark):
+        return int(spark.conf.get("spark.sql.shuffle.partitions") or 2)
+    return int(spark.sparkContext.defaultParallelism)
+
+
+def num_partitions(df: DataFrame) -> int:
+    """Partitions of ``df``; a Connect client, which cannot see them, gets the default parallelism."""
+    if is_connect(df.sparkSession):
+        return default_parallelism(df.sparkSession)
+    return int(df.rdd.getNumPartitions())
+
+
+def rows_in_partitions(spark: SparkSession, rows: list[tuple[Any, ...]], schema: Any, partitions: int) -> DataFrame:
+    """A small driver-side list as a DataFrame of ``partitions`` partitions (one row each when equal).
+
+    A classic session slices it with ``parallelize``; a Connect client has no RDDs, and a
+    round-robin repartition of a one-partition DataFrame deals the rows out one per partition.
+    """
+    if is_connect(spark):
+        return spark.createDataFrame(rows, schema).repartition(partitions)
+    return spark.createDataFrame(spark.sparkContext.parallelize(rows, partitions), schema)
 
 
 def kind_of(value: object) -> KindDef | None:

@@ -47,6 +47,8 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "dagspec.kinds.scoring.predict",
     "dagspec.kinds.scoring.evaluate",
     "dagspec.kinds.scoring.compare",
+    "dagspec.kinds.quality.check",
+    "dagspec.kinds.quality.gate",
 )
 
 

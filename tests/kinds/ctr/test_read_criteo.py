@@ -72,8 +72,12 @@ def test_bad_rows_are_quarantined_counted_and_fail_over_the_fraction(spark, home
     data.write_text("\n".join(lines[3:] + bad) + "\n")
     stage, m = _run(spark, tmp_path / "ok", data, max_rejected_fraction=0.01)
     assert m["rows"] == {"data": 997}
-    assert m["metrics"]["rows_rejected"] == 3 and m["metrics"]["rows_read"] == 1000
-    rejected = spark.read.parquet(stage.output_path("rejected")).collect()
+    assert m["metrics"]["rejected"] == 3 and m["metrics"]["rows_read"] == 1000
+    # the manifest names the committed quarantine, not the attempt's temporary folder
+    assert m["metrics"]["rejected_path"] == stage.output_path("rejected") and "_tmp-" not in stage.output_path(
+        "rejected"
+    )
+    rejected = spark.read.parquet(m["metrics"]["rejected_path"]).collect()
     reasons = sorted(r["reason"] for r in rejected)
     assert reasons[0] == "I2 is not an integer: three" or "not an integer: three" in " ".join(reasons)
     assert "expected 40 fields, got 39" in reasons

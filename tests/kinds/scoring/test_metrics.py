@@ -102,7 +102,10 @@ def test_labels_outside_the_classes_fail_the_stage(spark) -> None:
         "probability",
         F.lit(0).alias("pred_idx"),
     )
-    with pytest.raises(StageFailedError, match="1 rows have a label that is not one of the model's classes"):
+    with pytest.raises(
+        StageFailedError,
+        match=r"^evaluate: 1 of 3 rows have a label in 'label' that is not one of the model's classes \[0, 1\]; ",
+    ):
         counts_metrics(scored, [0, 1], clip_eps=1e-15)
 
 

@@ -154,7 +154,7 @@ def write_criteo_logs(
     stats = lines.agg(F.count("*").alias("rows"), F.avg("label").alias("ctr")).first()
     assert stats is not None
     tmp = f"{out.rstrip('/')}.__tmp-{uuid.uuid4().hex[:8]}"
-    writer = lines.select("day", "value").repartition(days, "day").write.partitionBy("day").mode("errorifexists")
+    writer = lines.select("day", "value").repartition(days, "day").write.partitionBy("day").mode("error")
     if compress:
         writer = writer.option("compression", "gzip")
     writer.text(tmp)

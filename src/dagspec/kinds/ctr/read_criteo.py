@@ -13,6 +13,7 @@ all counted in the manifest's metrics.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import Field
@@ -21,6 +22,7 @@ from dagspec import storage
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import FILES, InputRole, Inputs, Outputs, StageContext, StageParams, kind
 from dagspec.kinds.ctr.columns import CRITEO_CATEGORICAL_COLUMNS, CRITEO_COLUMNS, CRITEO_INTEGER_COLUMNS
+from dagspec.kinds.quality.quarantine import keep_rejected
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -114,7 +116,7 @@ def read_criteo_stage(inputs: Inputs, params: ReadCriteoParams, ctx: StageContex
 def read_criteo(
     spark: SparkSession, path: str | list[str], params: CriteoOptions, ctx: StageContext
 ) -> dict[str, DataFrame]:
-    """Parse raw Criteo lines; bad ones go to ``ctx.output_path("rejected")``; returns ``{"data": df}``."""
+    """Parse raw Criteo lines; bad ones go to the quarantine (``quality.quarantine``); returns ``{"data": df}``."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -210,31 +212,23 @@ def read_criteo(
     if params.header:
         _check_headers(parsed, files, delimiter, offset, headers)
     rows_read = int(stats["lines"]) - headers
-    fraction = rejected_n / rows_read if rows_read else 0.0
-
-    rejected = parsed.where(F.col("_reason").isNotNull()).select("line", F.col("_reason").alias("reason"), "file")
-    rejected.coalesce(1).write.mode("errorifexists").parquet(ctx.output_path("rejected"))
     ctx.metrics.update(
         {
             "files": len(files),
             "lines": int(stats["lines"]),
             "header_lines": headers,
-            "rows_read": rows_read,
-            "rows_rejected": rejected_n,
-            "rejected_fraction": round(fraction, 6),
-            "rejected_path": ctx.output_path("rejected"),
             "integers_written_as_floats": int(stats["floats"] or 0),
         }
     )
-    if rejected_n and fraction > params.max_rejected_fraction:
-        examples = rejected.limit(3).collect()
-        shown = "\n".join(f"  [{r['reason']}] {r['line'][:300]!r}" for r in examples)
-        hint = _hint(examples, params, expected)
-        parsed.unpersist()
-        raise StageFailedError(
-            f"{rejected_n} of {rows_read} rows rejected (fraction {fraction:.4f} > max_rejected_fraction "
-            f"{params.max_rejected_fraction}); examples:\n{shown}{hint}"
-        )
+    rejected = parsed.where(F.col("_reason").isNotNull()).select("line", F.col("_reason").alias("reason"), "file")
+    keep_rejected(
+        ctx,
+        rejected,
+        rejected_n=rejected_n,
+        rows_read=rows_read,
+        max_fraction=params.max_rejected_fraction,
+        hint=lambda examples: _hint(examples, params, expected),
+    )
     good = parsed.where(F.col("_reason").isNull() & ~F.col("_header")).select("_row.*")
     return {"data": good}
 
@@ -255,7 +249,7 @@ def _check_headers(parsed: DataFrame, files: list[str], delimiter: str, offset: 
             )
 
 
-def _hint(examples: list[Any], params: CriteoOptions, expected: int) -> str:
+def _hint(examples: Sequence[Any], params: CriteoOptions, expected: int) -> str:
     """A likely option to fix the most common causes of wholesale rejection."""
     reasons = " ".join(str(r["reason"]) for r in examples)
     lines = [str(r["line"]) for r in examples]

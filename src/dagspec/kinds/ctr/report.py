@@ -86,7 +86,7 @@ def read_report(directory: str) -> dict[str, Any]:
     return metrics
 
 
-@kind("report", params=ReportParams, any_inputs=True, outputs={"report": FILES})
+@kind("report", params=ReportParams, any_inputs=True, fan_in=True, outputs={"report": FILES})
 def report(inputs: Inputs, params: ReportParams, ctx: StageContext) -> Outputs:
     """metrics.tsv (Engine, Train size, ROC AUC, Log loss, ...) + plots vs train size.
 

@@ -40,7 +40,7 @@ def write_text_format(
         ]
         # concat_ws skips nulls: a missing value is an absent feature
         line = F.concat_ws(" ", vw_label, F.lit("|i"), *ints, F.lit("|c"), *cats)
-        df.select(line.alias("value")).write.mode("errorifexists").text(path)
+        df.select(line.alias("value")).write.mode("error").text(path)
         return
     if features_col not in df.columns:
         raise StageFailedError(
@@ -49,14 +49,14 @@ def write_text_format(
         )
     data = df.select(F.col(label_col).cast("double").alias("label"), F.col(features_col).alias("features"))
     if fmt == "libsvm":
-        data.write.mode("errorifexists").format("libsvm").save(path)
+        data.write.mode("error").format("libsvm").save(path)
         return
     # VW from a vector: Spark's own LibSVM serialisation (no Python), then relabel in SQL
     spark = df.sparkSession
     tmp = f"{path.rstrip('/')}.__libsvm"
-    data.write.mode("errorifexists").format("libsvm").save(tmp)
+    data.write.mode("error").format("libsvm").save(tmp)
     text = spark.read.text(tmp)
     label, _, rest = F.split_part(F.col("value"), F.lit(" "), F.lit(1)), None, F.regexp_replace("value", r"^\S+\s?", "")
     vw = F.concat(F.when(label.cast("double") > 0, F.lit("1")).otherwise(F.lit("-1")), F.lit(" |f "), rest)
-    text.select(vw.alias("value")).write.mode("errorifexists").text(path)
+    text.select(vw.alias("value")).write.mode("error").text(path)
     storage.delete(tmp)

@@ -39,13 +39,13 @@ def export(inputs: Inputs, params: ExportParams, ctx: StageContext) -> Outputs:
     if params.partitions:
         df = df.repartition(params.partitions)
     if params.format == "parquet":
-        df.write.mode("errorifexists").parquet(staged)
+        df.write.mode("error").parquet(staged)
     elif params.format in ("libsvm", "vw"):
         from dagspec.kinds.ctr.text_formats import write_text_format
 
         write_text_format(df, staged, params.format)
     else:
-        df.write.mode("errorifexists").csv(staged, header=params.header)
+        df.write.mode("error").csv(staged, header=params.header)
     rows = ctx.spark.read.parquet(staged).count() if params.format == "parquet" else None
     checkpoint.publish(staged, target, {"fingerprint": ctx.fingerprint, "dag_id": ctx.dag_id, "stage": ctx.stage_name})
     ctx.metrics["exported_to"] = target

@@ -1,20 +1,38 @@
 """Kind ``read``: Parquet, CSV, TSV, JSON, Criteo logs or ROOT files into a table.
 
 The files are listed when the stage is planned (their sizes and modification times are part of
-the cache key) and exactly those files are read.
+the cache key) and exactly those files are read. Nothing is read wrong silently:
+
+- csv, tsv and json rows that do not parse under the schema (a wrong number of fields, a value
+  that is not of its column's type, malformed JSON) are rejected by Spark's own parser (PERMISSIVE
+  mode with a corrupt-record column, so quoting and every reader option keep their meaning) and
+  kept aside with the reason in the checkpoint's quarantine (``quality.quarantine``); above
+  ``max_rejected_fraction`` the stage fails. With an inferred schema every value fits it, so only
+  the field count (csv) and the JSON syntax can reject a row: give a schema to check the values.
+- Parquet files that disagree on the schema fail the stage, naming the files.
+- criteo and root: see ``ctr.read_criteo`` and ``physics.root``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+import re
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
+from dagspec import storage
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.quality.quarantine import keep_rejected
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import StructType
+
+_BAD = "__dagspec_bad_record"
+_FILE = "__dagspec_file"
+# reader options that would undo the quarantine (max_rejected_fraction: 0 is FAILFAST)
+_OWN_OPTIONS = ("mode", "columnNameOfCorruptRecord")
 
 
 class ReadParams(StageParams):
@@ -28,10 +46,12 @@ class ReadParams(StageParams):
         default=None, alias="schema", description="a named schema (criteo) or a Spark DDL string"
     )
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    max_rejected_fraction: float = Field(
+        default=0.001, ge=0, le=1, description="csv/tsv/json/criteo: fail above this fraction of rejected rows"
+    )
     # criteo
     id_column: bool = Field(default=False, description="criteo: the first column is an Id to drop")
     pad_short_rows: bool = Field(default=False, description="criteo: rows with trailing fields stripped")
-    max_rejected_fraction: float = Field(default=0.001, ge=0, le=1)
     categoricals: Literal["string", "int"] = "string"
     # root
     tree: str | None = Field(default=None, description="root: TTree or RNTuple name (default: the only one)")
@@ -42,12 +62,18 @@ class ReadParams(StageParams):
     def _schema_only_where_it_applies(self) -> ReadParams:
         if self.schema_ == "criteo" and self.format not in ("csv", "tsv", "criteo"):
             raise ValueError("schema 'criteo' applies to csv, tsv or criteo files")
+        own = [k for k in self.options if k in _OWN_OPTIONS]
+        if own and self.format in ("csv", "tsv", "json"):
+            raise ValueError(
+                f"options {own} are set by read itself: rows that do not parse are kept in the quarantine; "
+                "use max_rejected_fraction (0: fail on the first bad row)"
+            )
         return self
 
 
 @kind("read", params=ReadParams, inputs={}, source_paths=lambda params, wired: [params.path])
 def read(inputs: Inputs, params: ReadParams, ctx: StageContext) -> Outputs:
-    """Read Parquet, CSV, TSV, JSON, Criteo logs or ROOT files into a table."""
+    """Read Parquet, CSV, TSV, JSON, Criteo logs or ROOT files into a table; bad rows quarantined."""
     path = ctx.resolve(params.path)
     files = ctx.source_files
     if not files:
@@ -60,20 +86,172 @@ def read(inputs: Inputs, params: ReadParams, ctx: StageContext) -> Outputs:
         from dagspec.kinds.physics.root import read_root
 
         return {"data": read_root(ctx.spark, path, params, ctx)}
-    return {"data": read_table(ctx, path if params.format == "parquet" else files, params)}
+    if params.format == "parquet":
+        return {"data": read_table(ctx, path, params)}
+    return {"data": read_text_table(ctx, files, params)}
 
 
-def read_table(ctx: StageContext, paths: str | list[str], params: ReadParams) -> DataFrame:
-    """parquet / csv / tsv / json through Spark's own readers."""
+def read_table(ctx: StageContext, path: str, params: ReadParams) -> DataFrame:
+    """Parquet through Spark's reader, after checking that every file has the same schema."""
     from dagspec.kinds.ctr.columns import named_schema
 
-    reader = ctx.spark.read.options(**{k: str(v) for k, v in params.options.items()})
+    options = {k: str(v) for k, v in params.options.items()}
+    merge = options.get("mergeSchema", "").lower() == "true"
+    check_parquet_schemas(ctx, list(ctx.source_files), only_conflicts=merge or params.schema_ is not None)
+    reader = ctx.spark.read.options(**options)
     if params.schema_:
         reader = reader.schema(named_schema(params.schema_) or params.schema_)
-    if params.format == "parquet":
-        return reader.parquet(*([paths] if isinstance(paths, str) else paths))
-    if params.format == "json":
-        return reader.json(paths)
-    delimiter = params.delimiter or ("\t" if params.format == "tsv" else ",")
-    header = bool(params.header) if params.header is not None else False
-    return reader.csv(paths, sep=delimiter, header=header, inferSchema=params.schema_ is None)
+    return reader.parquet(path)
+
+
+def _reader_options(params: ReadParams) -> dict[str, str]:
+    options = {k: str(v) for k, v in params.options.items()}
+    if params.format in ("csv", "tsv"):
+        options["sep"] = params.delimiter or ("\t" if params.format == "tsv" else ",")
+        options["header"] = str(bool(params.header)).lower()
+    return options
+
+
+def read_text_table(ctx: StageContext, files: list[str], params: ReadParams) -> DataFrame:
+    """csv / tsv / json through Spark's readers; rows that do not parse go to the quarantine."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DataType, StringType, StructField, StructType
+
+    from dagspec.kinds.ctr.columns import named_schema
+
+    spark = ctx.spark
+    options = _reader_options(params)
+    load = spark.read.csv if params.format != "json" else spark.read.json
+    if params.schema_:
+        schema = DataType.fromDDL(named_schema(params.schema_) or params.schema_)
+        if not isinstance(schema, StructType):
+            raise StageFailedError(f"schema {params.schema_!r} is not a list of columns")
+    else:  # inferred (one pass, as Spark's inferSchema does); Spark's own corrupt column left out
+        inferred = load(files, **options, **({"inferSchema": "true"} if params.format != "json" else {})).schema
+        corrupt = spark.conf.get("spark.sql.columnNameOfCorruptRecord")
+        schema = StructType([f for f in inferred.fields if f.name != corrupt])
+    full = StructType([*schema.fields, StructField(_BAD, StringType())])
+    raw = load(files, schema=full, mode="PERMISSIVE", columnNameOfCorruptRecord=_BAD, **options)
+    parsed = raw.select("*", F.col("_metadata.file_path").alias(_FILE)).persist(StorageLevel.MEMORY_AND_DISK)
+    stats = parsed.agg(F.count("*").alias("rows"), F.count(_BAD).alias("rejected")).first()
+    assert stats is not None
+    bad = parsed.where(F.col(_BAD).isNotNull())
+    reason = _csv_reason(schema, options) if params.format != "json" else _json_reason(schema)
+    rejected = bad.select(F.col(_BAD).alias("line"), reason.alias("reason"), F.col(_FILE).alias("file"))
+    keep_rejected(
+        ctx,
+        rejected,
+        rejected_n=int(stats["rejected"]),
+        rows_read=int(stats["rows"]),
+        max_fraction=params.max_rejected_fraction,
+    )
+    ctx.metrics["files"] = len(files)
+    return parsed.where(F.col(_BAD).isNull()).drop(_BAD, _FILE)
+
+
+def _unparsable(tokens: Column, schema: StructType) -> list[Column]:
+    """Per column: '<col>: cannot parse '<token>' as <type>' where the text is there but the value is not."""
+    from pyspark.sql import functions as F
+
+    found = []
+    for field in schema.fields:
+        token, value = tokens[field.name], F.col("`" + field.name.replace("`", "``") + "`")
+        shown = F.concat(F.lit("'"), F.substring(token, 1, 60), F.lit("'"))
+        message = F.concat(F.lit(f"{field.name}: cannot parse "), shown, F.lit(f" as {field.dataType.simpleString()}"))
+        found.append(F.when(token.isNotNull() & value.isNull(), message))
+    return found
+
+
+def _csv_reason(schema: StructType, options: dict[str, str]) -> Column:
+    """Why a csv line was rejected: its field count (countable when it holds no quote), else the first bad value."""
+    from pyspark.sql import functions as F
+
+    expected = len(schema.fields)
+    strings = ", ".join(f"`{f.name.replace('`', '``')}` STRING" for f in schema.fields)
+    parse_options = {k: v for k, v in options.items() if k not in ("header", "inferSchema", "enforceSchema")}
+    tokens = F.from_csv(F.col(_BAD), strings, parse_options)
+    quote = options.get("quote", '"')
+    fields = F.size(F.split(F.col(_BAD), re.escape(options.get("sep", ",")), -1))
+    countable = F.lit(True) if not quote else ~F.col(_BAD).contains(quote)
+    return F.coalesce(
+        F.when(countable & (fields != expected), F.format_string(f"expected {expected} fields, got %d", fields)),
+        *_unparsable(tokens, schema),
+        F.lit(f"does not parse as {expected} fields"),
+    )
+
+
+def _json_reason(schema: StructType) -> Column:
+    """Why a json record was rejected: not JSON, not an object, or the first value not of its type."""
+    from pyspark.sql import functions as F
+
+    as_json = F.get_json_object(F.col(_BAD), "$")
+    strings = ", ".join(f"`{f.name.replace('`', '``')}` STRING" for f in schema.fields)
+    tokens = F.from_json(F.col(_BAD), strings)
+    return F.coalesce(
+        F.when(as_json.isNull(), F.lit("not valid JSON")),
+        F.when(~F.ltrim(as_json).startswith("{"), F.lit("not a JSON object")),
+        *_unparsable(tokens, schema),
+        F.lit("does not fit the schema"),
+    )
+
+
+def check_parquet_schemas(ctx: StageContext, files: list[str], *, only_conflicts: bool) -> None:
+    """Fail, naming the files, unless every Parquet file has the same columns and types.
+
+    ``only_conflicts`` (mergeSchema, or a given schema): columns may be missing from some files,
+    but a column present in several files must have one type.
+    """
+    schemas: dict[str, dict[str, str]] = {f: _parquet_columns(ctx, f) for f in files}
+    groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for file, columns in schemas.items():
+        groups.setdefault(tuple(sorted(columns.items())), []).append(file)
+    if len(groups) < 2:
+        return
+    types: dict[str, dict[str, list[str]]] = {}
+    for file, columns in schemas.items():
+        for name, type_ in columns.items():
+            types.setdefault(name, {}).setdefault(type_, []).append(file)
+    problems = [
+        f"column {name!r} is " + "; ".join(f"{t} in {_some(fs)}" for t, fs in sorted(by_type.items()))
+        for name, by_type in sorted(types.items())
+        if len(by_type) > 1
+    ]
+    if not only_conflicts:
+        problems += [
+            f"column {name!r} is missing from {_some(sorted(set(files) - {f for fs in by_type.values() for f in fs}))}"
+            for name, by_type in sorted(types.items())
+            if sum(len(fs) for fs in by_type.values()) < len(files)
+        ]
+    if problems:
+        raise StageFailedError(
+            f"the {len(files)} Parquet files disagree on the schema ({len(groups)} different schemas): "
+            + "; ".join(problems[:10])
+            + ("" if only_conflicts else "; rewrite the odd files, or set options: {mergeSchema: true}")
+        )
+
+
+def _some(files: list[str], limit: int = 3) -> str:
+    shown = ", ".join(files[:limit])
+    return f"{len(files)} file{'s' if len(files) > 1 else ''} ({shown}{', ...' if len(files) > limit else ''})"
+
+
+def _parquet_columns(ctx: StageContext, file: str) -> dict[str, str]:
+    """A file's columns and their types as Spark sees them (the footer only)."""
+    if storage.is_local(file):
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import from_arrow_type
+
+        try:
+            schema = pq.read_schema(storage.local_path(file))
+        except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a non-Parquet file
+            raise StageFailedError(f"{file} is not a readable Parquet file: {exc}") from exc
+        return {f.name: _spark_type_name(f.type, from_arrow_type) for f in schema}
+    return {f.name: f.dataType.simpleString() for f in ctx.spark.read.parquet(file).schema.fields}
+
+
+def _spark_type_name(arrow_type: Any, convert: Any) -> str:
+    try:
+        return str(convert(arrow_type).simpleString())
+    except Exception:  # a type Spark maps its own way (unsigned, ...): compared as Arrow names it
+        return str(arrow_type)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field, model_validator
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, default_parallelism, kind
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -91,7 +91,7 @@ def generate_physics_dataframe(
 
     spark_schema, arrow_schema = seed_schemas()
     n_chunks = -(-events // CHUNK_EVENTS)
-    partitions = min(partitions or spark.sparkContext.defaultParallelism, n_chunks)
+    partitions = min(partitions or default_parallelism(spark), n_chunks)
 
     def generate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:

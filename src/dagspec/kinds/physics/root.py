@@ -5,6 +5,10 @@ to learn the column types. The data is read inside Spark tasks: a small DataFram
 (file, start, stop) ranges goes through ``mapInArrow``, whose function opens its file with uproot
 and yields Arrow batches (jagged branches become array columns). With ``entries_per_task`` the
 entry counts per file are themselves gathered by a Spark job (one tiny row per file).
+
+Unsigned integers are widened to the next signed type (uint8 -> short, uint16 -> int, uint32 ->
+long), which holds every value; uint64 becomes long too, and a value above 2^63 - 1 fails the task
+with the branch and file named instead of wrapping to a negative number.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from dagspec.errors import StageFailedError
+from dagspec.kinds.base import rows_in_partitions
 
 if TYPE_CHECKING:
     from dagspec.kinds.base import StageContext
@@ -124,7 +129,34 @@ def read_arrow(obj: Any, branches: Sequence[str], renames: dict[str, str], start
     table = ak.to_arrow_table(arrays, list_to32=True, string_to32=True, extensionarray=False)
     table = table.rename_columns([renames.get(name, name) for name in table.column_names])
     fields = [pa.field(f.name, _spark_arrow_type(f.type), nullable=f.nullable) for f in table.schema]
-    return table.cast(pa.schema(fields), safe=False) if table.num_rows else pa.Table.from_batches([], pa.schema(fields))
+    if not table.num_rows:
+        return pa.Table.from_batches([], pa.schema(fields))
+    return cast_checked(table, pa.schema(fields), renames, _file_of(obj))
+
+
+def _file_of(obj: Any) -> str:
+    return str(getattr(getattr(obj, "file", None), "file_path", "") or "")
+
+
+def cast_checked(table: pa.Table, schema: pa.Schema, renames: dict[str, str], file: str) -> pa.Table:
+    """``table`` cast to ``schema`` column by column; a value that does not fit names its branch."""
+    import pyarrow.compute as pc
+
+    if table.schema == schema:
+        return table
+    branch_of = {new: old for old, new in renames.items()}
+    columns = []
+    for field, column in zip(schema, table.columns, strict=True):
+        try:
+            columns.append(column if column.type == field.type else pc.cast(column, field.type, safe=True))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            branch = branch_of.get(field.name, field.name)
+            named = f"branch {branch!r}" + (f" (column {field.name!r})" if branch != field.name else "")
+            raise StageFailedError(
+                f"read root: {named} of {file or 'the file'} holds {column.type} values that do not fit "
+                f"{field.type}: {exc}"
+            ) from None
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _selection(obj: Any, params: RootReadParams, file: str) -> tuple[list[str], dict[str, str]]:
@@ -153,7 +185,7 @@ def _entry_counts(spark: SparkSession, files: list[str], tree: str | None) -> li
                     entries.append(int(obj.num_entries))
             yield pa.RecordBatch.from_arrays([pa.array(names), pa.array(entries, pa.int64())], ["file", "entries"])
 
-    files_df = spark.sparkContext.parallelize([(f,) for f in files], min(len(files), 64)).toDF("file string")
+    files_df = rows_in_partitions(spark, [(f,) for f in files], "file string", min(len(files), 64))
     rows = files_df.mapInArrow(count, "file string, entries long").collect()
     by_file = {r["file"]: r["entries"] for r in rows}
     return [(f, by_file[f]) for f in files]
@@ -187,10 +219,10 @@ def read_root(spark: SparkSession, path: str, params: RootReadParams, ctx: Stage
                     stop = int(obj.num_entries) if stop < 0 else stop
                     for lo in range(start, stop, ENTRIES_PER_BATCH):
                         table = read_arrow(obj, branches, renames, lo, min(lo + ENTRIES_PER_BATCH, stop))
-                        if table.schema != arrow_schema:
-                            table = table.cast(arrow_schema)  # same branches, other widths in another file
+                        # same branches, other widths in another file: cast, or name the branch
+                        table = cast_checked(table, arrow_schema, renames, file)
                         yield from table.to_batches()
 
     # parallelize slices evenly: one range per partition, so each range is one task
-    range_df = spark.createDataFrame(spark.sparkContext.parallelize(ranges, len(ranges)), _RANGES)
+    range_df = rows_in_partitions(spark, ranges, _RANGES, len(ranges))
     return range_df.mapInArrow(read, spark_schema)

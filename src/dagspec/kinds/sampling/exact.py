@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from dagspec.errors import StageFailedError
+from dagspec.kinds.base import num_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -14,38 +15,63 @@ if TYPE_CHECKING:
 def take_exact(df: DataFrame, quotas: Mapping[str, int], seed: int, class_col: str | None = None) -> DataFrame:
     """Exactly ``quotas[c]`` rows of each class ``c`` (or of the whole table under key ''), at random.
 
-    Rows get a seeded random rank; the table is range-partitioned and sorted by (class, rank), so
-    each partition holds a contiguous slice of every class's order. A tiny per-partition count
-    table then gives each partition's offset, and a row is kept when offset + its position within
-    the partition is below the quota. Exact, fully parallel, and nothing but counts reach the driver.
+    Every row gets a seeded random rank (ties broken by a row id). Only the narrow table of
+    (class, rank, id) is sorted: range-partitioned and sorted by (class, rank, id), each partition
+    holds a contiguous slice of every class's order; a tiny per-partition count table gives each
+    partition's offset, which finds, per class, the (rank, id) of the last row within the quota.
+    The wide rows are then filtered against those thresholds without being shuffled. Exact, fully
+    parallel, and nothing but counts and one threshold per class reach the driver. The input is a
+    Parquet checkpoint, so rank and id are the same in both passes over it.
     """
     from pyspark.sql import functions as F
 
     key = F.col(class_col).cast("string") if class_col else F.lit("")
-    ranked = df.withColumn("__class", key).withColumn("__rank", F.rand(seed))
-    n_partitions = max(1, ranked.rdd.getNumPartitions())
     ranked = (
-        ranked.repartitionByRange(n_partitions, "__class", "__rank")
-        .sortWithinPartitions("__class", "__rank")
+        df.withColumn("__class", key)
+        .withColumn("__rank", F.rand(seed))
+        .withColumn("__row", F.monotonically_increasing_id())
+    )
+    thresholds = _thresholds(ranked.select("__class", "__rank", "__row"), quotas)
+    keep = F.lit(False)
+    for cls, (rank, row) in thresholds.items():
+        within = (F.col("__rank") < F.lit(rank)) | ((F.col("__rank") == F.lit(rank)) & (F.col("__row") <= F.lit(row)))
+        keep = keep | ((F.col("__class") == F.lit(cls)) & within)
+    return ranked.where(keep).drop("__class", "__rank", "__row")
+
+
+def _thresholds(narrow: DataFrame, quotas: Mapping[str, int]) -> dict[str, tuple[float, int]]:
+    """Per class with a positive quota: the (rank, row id) of its quota-th row in (rank, id) order."""
+    from pyspark.sql import functions as F
+
+    n_partitions = max(1, num_partitions(narrow))
+    ordered = (
+        narrow.repartitionByRange(n_partitions, "__class", "__rank", "__row")
+        .sortWithinPartitions("__class", "__rank", "__row")
         .withColumn("__pid", F.spark_partition_id())
         .withColumn("__mid", F.monotonically_increasing_id())
-    )
-    ranked = ranked.persist()
-    counts = ranked.groupBy("__pid", "__class").agg(F.count("*").alias("n"), F.min("__mid").alias("first")).collect()
-    offsets: dict[tuple[int, str], int] = {}
-    running: dict[str, int] = {}
-    for row in sorted(counts, key=lambda r: (r["__class"], r["__pid"])):
-        offsets[(row["__pid"], row["__class"])] = running.get(row["__class"], 0) - row["first"]
-        running[row["__class"]] = running.get(row["__class"], 0) + row["n"]
-    missing = {c: (q, running.get(c, 0)) for c, q in quotas.items() if running.get(c, 0) < q}
-    if missing:
-        detail = ", ".join(f"{c or 'all rows'}: asked {q}, have {have}" for c, (q, have) in missing.items())
-        ranked.unpersist()
-        raise StageFailedError(f"not enough rows to sample exactly: {detail}")
-    offset_map = F.create_map(
-        *[e for (pid, c), off in offsets.items() for e in (F.lit(f"{pid}|{c}"), F.lit(off).cast("long"))]
-    )
-    quota_map = F.create_map(*[e for c, q in quotas.items() for e in (F.lit(c), F.lit(q).cast("long"))])
-    position = F.col("__mid") + offset_map[F.concat_ws("|", F.col("__pid").cast("string"), F.col("__class"))]
-    kept = ranked.where(position < F.coalesce(quota_map[F.col("__class")], F.lit(0)))
-    return kept.drop("__class", "__rank", "__pid", "__mid")
+    ).persist()
+    try:
+        counts = (
+            ordered.groupBy("__pid", "__class").agg(F.count("*").alias("n"), F.min("__mid").alias("first")).collect()
+        )
+        offsets: dict[tuple[int, str], int] = {}
+        running: dict[str, int] = {}
+        for count in sorted(counts, key=lambda r: (r["__class"], r["__pid"])):
+            offsets[(count["__pid"], count["__class"])] = running.get(count["__class"], 0) - count["first"]
+            running[count["__class"]] = running.get(count["__class"], 0) + count["n"]
+        missing = {c: (q, running.get(c, 0)) for c, q in quotas.items() if running.get(c, 0) < q}
+        if missing:
+            detail = ", ".join(f"{c or 'all rows'}: asked {q}, have {have}" for c, (q, have) in missing.items())
+            raise StageFailedError(f"not enough rows to sample exactly: {detail}")
+        offset_map = F.create_map(
+            *[e for (pid, c), off in offsets.items() for e in (F.lit(f"{pid}|{c}"), F.lit(off).cast("long"))]
+        )
+        position = F.col("__mid") + offset_map[F.concat_ws("|", F.col("__pid").cast("string"), F.col("__class"))]
+        last = {c: q - 1 for c, q in quotas.items() if q > 0}
+        if not last:
+            return {}
+        last_map = F.create_map(*[e for c, p in last.items() for e in (F.lit(c), F.lit(p).cast("long"))])
+        rows = ordered.where(position == last_map[F.col("__class")]).select("__class", "__rank", "__row").collect()
+        return {r["__class"]: (float(r["__rank"]), int(r["__row"])) for r in rows}
+    finally:
+        ordered.unpersist()

@@ -7,6 +7,7 @@ import math
 from pydantic import Field, model_validator
 
 from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.quality.labels import class_counts, require_classes
 
 
 class SplitParams(StageParams):
@@ -15,6 +16,10 @@ class SplitParams(StageParams):
     fractions: dict[str, float] = Field(min_length=2)
     seed: int = 42
     shuffle: list[str] = Field(default_factory=list)
+    label_col: str | None = Field(
+        default=None, description="when set: null labels fail the split with the count; class counts in the manifest"
+    )
+    classes: list[int] | None = Field(default=None, min_length=2, description="with label_col: the only labels allowed")
 
     @model_validator(mode="after")
     def _fractions_make_sense(self) -> SplitParams:
@@ -28,6 +33,8 @@ class SplitParams(StageParams):
         unknown = [s for s in self.shuffle if s not in self.fractions]
         if unknown:
             raise ValueError(f"shuffle names {unknown} that are not outputs ({', '.join(self.fractions)})")
+        if self.classes is not None and self.label_col is None:
+            raise ValueError("classes needs label_col")
         return self
 
 
@@ -44,6 +51,11 @@ def split(inputs: Inputs, params: SplitParams, ctx: StageContext) -> Outputs:
 
     df = inputs["data"]
     assert not isinstance(df, str)
+    if params.label_col is not None:  # one grouped count, before any row moves
+        counts = class_counts(df, params.label_col, "split")
+        if params.classes is not None:
+            require_classes(counts, params.label_col, params.classes, "split")
+        ctx.metrics["class_counts"] = counts
     names = list(params.fractions)
     parts = df.randomSplit([params.fractions[n] for n in names], seed=params.seed)
     return {

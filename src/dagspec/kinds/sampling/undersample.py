@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import Field, field_validator
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.quality.labels import class_counts
 from dagspec.kinds.sampling.exact import take_exact
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
 
 
 class UndersampleParams(StageParams):
@@ -31,17 +27,12 @@ class UndersampleParams(StageParams):
         return counts
 
 
-def class_counts(df: DataFrame, label_col: str) -> dict[str, int]:
-    """Rows per class value (as a string): a tiny aggregate, the only thing collected."""
-    return {str(row[0]): int(row[1]) for row in df.groupBy(label_col).count().collect()}
-
-
 @kind("undersample", params=UndersampleParams, inputs={"data": TABLE})
 def undersample(inputs: Inputs, params: UndersampleParams, ctx: StageContext) -> Outputs:
     """Keep exactly the minority class count of every class (or given counts)."""
     df = inputs["data"]
     assert not isinstance(df, str)
-    before = class_counts(df, params.label_col)
+    before = class_counts(df, params.label_col, "undersample")  # null labels fail here, with the count
     if params.target_counts is not None:
         unknown = sorted(set(params.target_counts) - set(before))
         if unknown:

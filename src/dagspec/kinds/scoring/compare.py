@@ -28,9 +28,19 @@ class CompareParams(StageParams):
         default="input", description="row order: as the inputs are listed, or best first by a metric"
     )
     title: str | None = Field(default=None, description="figure and table title")
+    reference: dict[str, float] = Field(
+        default_factory=dict,
+        description="published ROC AUC per input role (e.g. a paper's), printed beside this run's",
+    )
+    reference_class: str | None = Field(
+        default=None, description="the class (value or name) the reference AUCs are for; default: the overall roc_auc"
+    )
+    reference_note: str | None = Field(
+        default=None, description="a paragraph under that table: source, why they differ"
+    )
 
 
-@kind("compare", params=CompareParams, any_inputs=True, any_inputs_type=FILES, outputs={"report": FILES})
+@kind("compare", params=CompareParams, any_inputs=True, any_inputs_type=FILES, fan_in=True, outputs={"report": FILES})
 def compare(inputs: Inputs, params: CompareParams, ctx: StageContext) -> Outputs:
     """One markdown + TSV table and one ROC figure over several evaluate reports.
 
@@ -61,7 +71,10 @@ def compare(inputs: Inputs, params: CompareParams, ctx: StageContext) -> Outputs
     title = params.title or f"{ctx.dag_id}: model comparison"
     out = ctx.local_output_dir("report")
     (out / TABLE_TSV).write_text(to_tsv(header, rows))
-    (out / TABLE_MD).write_text(f"# {title}\n\n{to_markdown(header, rows)}")
+    markdown = f"# {title}\n\n{to_markdown(header, rows)}"
+    if params.reference:
+        markdown += reference_table({role: m for role, (m, _) in reports.items()}, names, params)
+    (out / TABLE_MD).write_text(markdown)
     panels: dict[str, dict[str, Any]] = {}
     for role, (metrics, curves) in reports.items():
         for key, curve in curves["curves"].items():
@@ -71,6 +84,26 @@ def compare(inputs: Inputs, params: CompareParams, ctx: StageContext) -> Outputs
     plot_roc_panels(panels, out / ROC_FIGURE, title=title)
     ctx.metrics["table"] = [dict(zip(header, r, strict=True)) for r in rows]
     return {}
+
+
+def reference_table(metrics: Mapping[str, dict[str, Any]], names: Mapping[str, str], params: CompareParams) -> str:
+    """This run's ROC AUC beside the published one, per model, with the note under it."""
+    key = None
+    if params.reference_class is not None:
+        by_name = {name: value for value, name in names.items()}
+        key = by_name.get(params.reference_class, params.reference_class)
+        if key not in names:
+            raise StageFailedError(f"reference_class {params.reference_class!r} is none of the classes {names}")
+    what = f"ROC AUC of class {names[key]}" if key is not None else "ROC AUC"
+    header = ["model", f"{what}, this run", "published", "difference"]
+    rows: list[list[Any]] = []
+    for role, published in params.reference.items():
+        if role not in metrics:
+            raise StageFailedError(f"reference names {role!r}, which is no input of this stage ({sorted(metrics)})")
+        ours = metrics[role]["roc_auc_per_class"].get(key) if key is not None else metrics[role].get("roc_auc")
+        rows.append([role, ours, published, None if ours is None else round(ours - published, 4)])
+    note = f"\n{params.reference_note.strip()}\n" if params.reference_note else ""
+    return f"\n## Against the published numbers\n\n{to_markdown(header, rows)}{note}"
 
 
 def _read_report(role: str, path: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -36,7 +36,7 @@ class EvaluateParams(ScoringParams):
     curve_points: int = Field(default=1000, ge=10, le=100_000, description="ROC points kept per class")
 
 
-@kind("evaluate", params=EvaluateParams, inputs=MODEL_AND_DATA, outputs={"report": FILES})
+@kind("evaluate", params=EvaluateParams, inputs=MODEL_AND_DATA, outputs={"report": FILES}, reuse_workers=True)
 def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outputs:
     """ROC AUC (one-vs-rest per class), log loss, accuracy, confusion matrix, ROC plot.
 
@@ -68,7 +68,7 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outpu
     # the model runs once: both passes read the persisted predictions
     scored = scored.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        metrics = counts_metrics(scored, classes, params.clip_eps)
+        metrics = counts_metrics(scored, classes, params.clip_eps, label_col)
         positive_only = len(classes) == 2
         support = [metrics["per_class"][str(c)]["support"] for c in classes]
         totals = {k: (float(n), float(metrics["rows"] - n)) for k, n in enumerate(support)}

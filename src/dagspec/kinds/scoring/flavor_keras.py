@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark import Broadcast
 
+    from dagspec.kinds.scoring.models import Shipped
+
 DEFAULT_BATCH_SIZE = 1024
 
 # One loaded model per Python worker, keyed by the artifact's sha256: Spark reuses workers across
@@ -125,7 +127,7 @@ def _predict(model: Any, encoded: dict[str, np.ndarray], columns: list[str]) -> 
     return scores
 
 
-def _load(blob: Broadcast[bytes], digest: str, suffix: str) -> Any:
+def _load(blob: Broadcast[bytes] | Shipped, digest: str, suffix: str) -> Any:
     """The model for this artifact, loaded at most once per Python worker."""
     with _LOCK:
         if digest in _MODEL:

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from pyspark import Broadcast
     from pyspark.sql import DataFrame, SparkSession
 
+    from dagspec.kinds.scoring.models import Shipped
+
 _LOCK = threading.Lock()
 _BOOSTER: dict[str, Any] = {}
 _PROBABILITY = "__probability"
@@ -90,7 +92,7 @@ def transform(
     return with_prediction(scored, keep_cols, F.col(_PROBABILITY), meta["classes"])
 
 
-def _load(blob: Broadcast[bytes], digest: str) -> Any:
+def _load(blob: Broadcast[bytes] | Shipped, digest: str) -> Any:
     """The booster for this artifact, loaded at most once per Python worker."""
     import xgboost as xgb
 

@@ -32,8 +32,11 @@ from dagspec.kinds.scoring.models import PROBABILITY
 _PARTIAL_SCHEMA = "k int, start double, total boolean, pos double, neg double, auc_sum double, score double"
 
 
+NULL_LABEL = -2
+
+
 def label_index(data_type: Any, label: Column, classes: Sequence[int]) -> Column:
-    """The position of each row's class in ``classes`` (-1: not a class); one-hot labels by argmax."""
+    """The position of each row's class in ``classes`` (-1: not a class, -2: null); one-hot labels by argmax."""
     from pyspark.ml.functions import vector_to_array
     from pyspark.ml.linalg import VectorUDT
 
@@ -41,16 +44,19 @@ def label_index(data_type: Any, label: Column, classes: Sequence[int]) -> Column
         if isinstance(data_type, VectorUDT):
             label = vector_to_array(label)
         if_valid = F.size(label) == len(classes)
-        return F.when(if_valid, F.array_position(label, F.array_max(label)) - 1).otherwise(-1).cast("int")
+        position = F.when(if_valid, F.array_position(label, F.array_max(label)) - 1).otherwise(-1)
+        return F.when(label.isNull(), NULL_LABEL).otherwise(position).cast("int")
     if not isinstance(data_type, NumericType):
         raise StageFailedError(f"label column must be numeric class values or one-hot arrays, got {data_type}")
     # a class value, compared exactly: 1.5 is not class 1
     as_double = label.cast("double")
     position = F.array_position(F.array(*[F.lit(float(c)) for c in classes]), as_double) - 1
-    return F.coalesce(position.cast("int"), F.lit(-1))
+    return F.when(label.isNull(), NULL_LABEL).otherwise(F.coalesce(position.cast("int"), F.lit(-1)))
 
 
-def counts_metrics(scored: DataFrame, classes: Sequence[int], clip_eps: float) -> dict[str, Any]:
+def counts_metrics(
+    scored: DataFrame, classes: Sequence[int], clip_eps: float, label_col: str = "label"
+) -> dict[str, Any]:
     """Rows, accuracy, log loss and the confusion matrix from one grouped aggregation."""
     k = len(classes)
     true_p = F.when(F.col("label_idx") >= 0, F.element_at(PROBABILITY, F.col("label_idx") + 1))
@@ -65,9 +71,17 @@ def counts_metrics(scored: DataFrame, classes: Sequence[int], clip_eps: float) -
         )
         .collect()
     )
-    unknown = sum(r["n"] for r in rows if r["label_idx"] < 0)
-    if unknown:
-        raise StageFailedError(f"{unknown} rows have a label that is not one of the model's classes {list(classes)}")
+    nulls = sum(r["n"] for r in rows if r["label_idx"] == NULL_LABEL)
+    unknown = sum(r["n"] for r in rows if r["label_idx"] == -1)
+    if nulls or unknown:
+        total = sum(r["n"] for r in rows)
+        problems = [f"{nulls} of {total} rows have a null label in {label_col!r}"] if nulls else []
+        if unknown:
+            problems.append(
+                f"{unknown} of {total} rows have a label in {label_col!r} that is not one of the model's classes "
+                f"{list(classes)}"
+            )
+        raise StageFailedError("evaluate: " + "; ".join(problems) + "; drop or fix those rows before evaluating")
     bad = sum(r["bad"] for r in rows)
     if bad:
         raise StageFailedError(f"the model gave {bad} rows NaN, null or not {k} probabilities")

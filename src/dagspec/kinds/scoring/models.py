@@ -37,6 +37,7 @@ import hashlib
 import importlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,7 @@ from pyspark.sql.types import ArrayType, DoubleType, IntegerType
 
 from dagspec import storage
 from dagspec.errors import StageFailedError
+from dagspec.kinds.base import is_connect
 
 if TYPE_CHECKING:
     import numpy as np
@@ -133,12 +135,8 @@ def coalesce_small(df: DataFrame, min_rows_per_task: int) -> DataFrame:
     files of a Parquet checkpoint that start-up is the whole cost, so small inputs are scored by
     fewer tasks. Costs one ``count`` (Parquet answers it from the footers).
     """
-    partitions = df.rdd.getNumPartitions()
-    if partitions <= 1:
-        return df
     rows = df.count()
-    wanted = max(1, -(-rows // min_rows_per_task))
-    return df.coalesce(wanted) if wanted < partitions else df
+    return df.coalesce(max(1, -(-rows // min_rows_per_task)))  # coalesce never adds partitions
 
 
 def _check_contract(flavor: str, result: DataFrame, df: DataFrame, keep: list[str], n_classes: int) -> None:
@@ -170,17 +168,30 @@ def argmax_class(probability: Column, classes: Sequence[int]) -> Column:
     return F.element_at(F.array(*[F.lit(int(c)) for c in classes]), position).cast("int")
 
 
-def broadcast_artifact(spark: SparkSession, model_dir: str, meta: dict[str, Any]) -> tuple[Broadcast[bytes], str]:
+@dataclass(frozen=True)
+class Shipped:
+    """Bytes that travel inside a Spark Connect plan (no broadcasts there); ``.value`` as a broadcast's."""
+
+    value: bytes
+
+
+def broadcast_artifact(
+    spark: SparkSession, model_dir: str, meta: dict[str, Any]
+) -> tuple[Broadcast[bytes] | Shipped, str]:
     """The artifact file's bytes as a broadcast, and their sha256 (a key for per-worker caches).
 
     Broadcasting keeps executors independent of where the checkpoint lives (a cluster's workers
-    may not mount the driver's storage) and ships the file once per executor, not per task.
+    may not mount the driver's storage) and ships the file once per executor, not per task. A
+    Spark Connect client has no broadcasts: the bytes ride in the pickled function instead.
     """
     path = local_path(model_dir) / meta["artifact"]
     if not path.is_file():
         raise StageFailedError(f"model artifact {path} is missing or not a file")
     data = path.read_bytes()
-    return spark.sparkContext.broadcast(data), hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256(data).hexdigest()
+    if is_connect(spark):
+        return Shipped(data), digest
+    return spark.sparkContext.broadcast(data), digest
 
 
 def numpy_to_probability(probabilities: np.ndarray, n_classes: int) -> pa.Array:

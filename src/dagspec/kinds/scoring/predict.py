@@ -22,7 +22,7 @@ class PredictParams(ScoringParams):
     )
 
 
-@kind("predict", params=PredictParams, inputs=MODEL_AND_DATA)
+@kind("predict", params=PredictParams, inputs=MODEL_AND_DATA, reuse_workers=True)
 def predict(inputs: Inputs, params: PredictParams, ctx: StageContext) -> Outputs:
     """Batch inference: class probabilities and the predicted class for every row.
 

@@ -130,6 +130,8 @@ class TrainKerasParams(StageParams):
     params=TrainKerasParams,
     inputs={"train": TABLE, "validation": InputRole(TABLE, required=False)},
     outputs={"model": FILES},
+    driver="own",
+    driver_reason="trains on its driver (workers: 1) or over Spark barrier tasks (workers >= 2, an RDD API)",
 )
 def train_keras(inputs: Inputs, params: TrainKerasParams, ctx: StageContext) -> Outputs:
     """Train a Keras classifier (hlf_dense, particle_gru, inclusive, logistic, wide_deep), streaming Parquet batches; workers >= 2 train data-parallel over Spark barrier tasks.
@@ -144,6 +146,7 @@ def train_keras(inputs: Inputs, params: TrainKerasParams, ctx: StageContext) -> 
         raise StageFailedError("train_keras: the train input is not wired")
     val_path = ctx.input_path("validation")
     check_slots(ctx.spark, params.workers)
+    check_labels(inputs, params)
     job = plan_job(params, train_path, val_path)
     checkpoints = ctx.scratch_dir("checkpoints")
     job.checkpoint_dir = str(checkpoints)
@@ -204,6 +207,17 @@ def train_keras(inputs: Inputs, params: TrainKerasParams, ctx: StageContext) -> 
         }
     )
     return {}
+
+
+def check_labels(inputs: Inputs, params: TrainKerasParams) -> None:
+    """Every label of train and validation is a class (or a one-hot of num_classes): one aggregation each."""
+    from dagspec.kinds.quality.labels import require_labels
+
+    classes = list(range(2 if params.task == "binary" else params.num_classes))
+    for role in ("train", "validation"):
+        table = inputs.get(role)
+        if table is not None and not isinstance(table, str):
+            require_labels(table, params.label, classes, who="train_keras", role=role, one_hot_size=params.num_classes)
 
 
 def check_slots(spark: SparkSession, workers: int) -> None:

@@ -60,6 +60,9 @@ class TrainSparkMLParams(StageParams):
     params=TrainSparkMLParams,
     inputs={"train": TABLE, "validation": InputRole(TABLE, required=False)},
     outputs={"model": FILES},
+    driver="own",
+    driver_reason="a Spark ML fit keeps its optimizer state on the driver; a shared Connect server would "
+    "hold every stage's",
 )
 def train_spark_ml(inputs: Inputs, params: TrainSparkMLParams, ctx: StageContext) -> Outputs:
     """Spark ML LogisticRegression or RandomForestClassifier; saved Spark ML model + model.json.
@@ -71,12 +74,14 @@ def train_spark_ml(inputs: Inputs, params: TrainSparkMLParams, ctx: StageContext
     from pyspark.ml.feature import SQLTransformer, VectorAssembler
     from pyspark.ml.linalg import VectorUDT
 
+    from dagspec.kinds.quality.labels import require_labels
     from dagspec.kinds.training.resources import ResourceMonitor
 
     train = inputs["train"]
     assert not isinstance(train, str)
     if params.label_col not in train.columns:
         raise StageFailedError(f"no label column {params.label_col!r} in the training data (columns: {train.columns})")
+    require_labels(train, params.label_col, [0, 1], who="train_spark_ml", role="train")
     stages: list[Any] = []
     features_col = params.features_col
     if features_col is not None and features_col not in train.columns:

@@ -92,18 +92,25 @@ class TrainXGBoostParams(StageParams):
     params=TrainXGBoostParams,
     inputs={"train": TABLE, "validation": InputRole(TABLE, required=False)},
     outputs={"model": FILES},
+    driver="own",
+    driver_reason="trains on its driver (workers: 1), or with SparkXGB (workers >= 2), which has no Spark "
+    "Connect support in xgboost 3.2",
 )
 def train_xgboost(inputs: Inputs, params: TrainXGBoostParams, ctx: StageContext) -> Outputs:
     """XGBoost (single node from Parquet shards, or on Spark) with checkpoint and resume.
 
     Trains, checkpointing as it goes; writes ``model/booster.json`` (+ ``spark_model/``) and model.json.
     """
+    from dagspec.kinds.quality.labels import require_labels
     from dagspec.kinds.training.resources import ResourceMonitor
 
     train = inputs["train"]
     validation = inputs.get("validation")
     assert not isinstance(train, str) and not isinstance(validation, str)
     meta = feature_meta(train, params.label_col, params.features_col)
+    for role, table in (("train", train), ("validation", validation)):
+        if table is not None:
+            require_labels(table, params.label_col, [0, 1], who="train_xgboost", role=role)
     scratch = ctx.scratch_dir("xgboost")
     init, start_round = load_checkpoint(scratch / CHECKPOINT)
     if start_round:

@@ -1,16 +1,110 @@
-"""Kind ``sql``: a Spark SQL query over the stage's inputs, each a temporary view named by its role."""
+"""Kind ``sql``: a Spark SQL query over the stage's inputs, each a temporary view named by its role.
+
+A query, not a command: the params model refuses statements other than a query (``ADD JAR``,
+``CREATE FUNCTION ... USING JAR``, ``SET``, ``EXECUTE IMMEDIATE``, ...), writes hidden after a
+``WITH`` or a Hive-style ``FROM`` (``INSERT INTO``/``OVERWRITE``, ``MERGE INTO``), script transforms
+(``SELECT TRANSFORM(...) USING 'command'``, and Hive's ``MAP``/``REDUCE ... USING``, which run a
+shell command on every executor) and the Java reflection functions (``reflect``, ``java_method``,
+``try_reflect``). Pydantic runs the check wherever the params are validated: when the spec loads
+(a literal query) and in the job after rendering (a templated one). See docs/security.md.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+
+from pydantic import Field, field_validator
 
 from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
+
+QUERY_STARTS = ("select", "with", "from", "values", "table")
+_SCRIPT = re.compile(r"\busing\s*r?''", re.IGNORECASE)
+# the same, looked for in the raw text too: a lexer confused by an odd literal must not hide it
+_SCRIPT_RAW = re.compile(r"\b(transform|map|reduce)\b[\s\S]*\busing\s+r?['\"]", re.IGNORECASE)
+# a write hidden after WITH or a Hive-style FROM (``FROM t INSERT OVERWRITE DIRECTORY '/x' ...``)
+_WRITE = re.compile(r"\b(insert\s+(into|overwrite)|merge\s+into)\b", re.IGNORECASE)
+_REFLECTION = re.compile(r"\b(reflect|java_method|try_reflect)\s*\(", re.IGNORECASE)
+
+
+def skeleton(query: str) -> str:
+    """The query with comments blanked and string literals emptied (``''``), identifiers in backticks as ``x``."""
+    out: list[str] = []
+    i, n = 0, len(query)
+    while i < n:
+        c = query[i]
+        if query.startswith("--", i):
+            end = query.find("\n", i)
+            i = n if end < 0 else end
+            out.append(" ")
+        elif query.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if query.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif query.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+            out.append(" ")
+        elif c in "'\"":
+            raw = bool(out) and out[-1] in "rR" and (len(out) < 2 or not (out[-2].isalnum() or out[-2] == "_"))
+            i += 1
+            while i < n and query[i] != c:
+                i += 2 if query[i] == "\\" and not raw else 1
+            i += 1
+            out.append("''")
+        elif c == "`":
+            end = query.find("`", i + 1)
+            while end >= 0 and query.startswith("``", end):
+                end = query.find("`", end + 2)
+            i = n if end < 0 else end + 1
+            out.append("x")
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def refused_sql(query: str) -> str | None:
+    """Why ``query`` may not run as a ``sql`` stage, or None."""
+    text = skeleton(query)
+    first = re.match(r"[\s(]*([A-Za-z_]+)", text)
+    word = first.group(1).lower() if first else ""
+    if word not in QUERY_STARTS:
+        return f"a sql stage runs one query (starting with {', '.join(w.upper() for w in QUERY_STARTS)})" + (
+            f"; this one starts with {word.upper()}" if word else ""
+        )
+    if re.search(r";\s*\S", text):
+        return "a sql stage runs one query: remove the ';' and what follows"
+    if _SCRIPT.search(text) or _SCRIPT_RAW.search(query):
+        return (
+            "script transforms (TRANSFORM/MAP/REDUCE ... USING '<command>') run a shell command on every executor "
+            "and are refused; use Spark SQL functions, or a kind of your own (docs/security.md)"
+        )
+    write = _WRITE.search(text)
+    if write:
+        return (
+            f"a sql stage returns a table and writes nothing: {' '.join(write.group(1).upper().split())} is "
+            "refused (the stage's output is its query's result; export writes files)"
+        )
+    found = _REFLECTION.search(text)
+    if found:
+        return f"{found.group(1)}() calls Java methods by reflection and is refused (docs/security.md)"
+    return None
 
 
 class SqlParams(StageParams):
     """A Spark SQL query; each input is a temporary view named by its role."""
 
     query: str = Field(min_length=1)
+
+    @field_validator("query")
+    @classmethod
+    def _a_query_only(cls, query: str) -> str:
+        why = refused_sql(query)
+        if why is not None:
+            raise ValueError(why)
+        return query
 
 
 @kind("sql", params=SqlParams, any_inputs=True)
