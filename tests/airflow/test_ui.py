@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from dagspec.local.airflow_server import AirflowStatus, airflow_down, airflow_up
-from dagspec.local.processes import free_port, tail
+from dagspec.processes import free_port, tail
 from dagspec.plan.resolve import default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
 from tests.conftest import CRITEO_SAMPLE, REPO

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from dagspec.local.cluster import ClusterStatus, cluster_down, cluster_up
-from dagspec.local.processes import free_port, http_json, port_free
+from dagspec.processes import free_port, http_json, port_free
 from dagspec.spec.loader import load_spec
 from dagspec.spec.models import PipelineSpec
 from tests.conftest import REPO

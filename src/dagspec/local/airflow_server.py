@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dagspec.local.airflow_env import airflow_env, ensure_airflow_db, ensure_spark_connection
-from dagspec.local.processes import (
+from dagspec.processes import (
     ServiceError,
     ServiceGroup,
     default_run_dir,

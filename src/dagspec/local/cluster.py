@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dagspec.local.processes import (
+from dagspec.processes import (
     ServiceError,
     ServiceGroup,
     default_run_dir,

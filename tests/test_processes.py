@@ -1,4 +1,4 @@
-"""Process-group handling of dagspec.local.processes with real processes (no Spark, no Airflow: fast)."""
+"""Process-group handling of dagspec.processes with real processes (no Spark, no Airflow: fast)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dagspec.local.cluster import CLUSTER, cluster_down, cluster_status
-from dagspec.local.processes import (
+from dagspec.processes import (
     ServiceError,
     ServiceGroup,
     ServiceProcess,
