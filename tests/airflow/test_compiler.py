@@ -81,7 +81,7 @@ class Block(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Block())
 import runpy
 namespace = runpy.run_path(sys.argv[1])
-print(sorted(k for k, v in namespace.items() if type(v).__name__ == "DAG"))
+print(sorted(namespace["DAGS"]))
 """
 
 
@@ -142,3 +142,67 @@ def test_dagbag_loads_every_shipped_spec_and_reports_a_broken_one_by_name(tmp_pa
     assert len(broken["errors"]) == 1
     (message,) = broken["errors"].values()
     assert "broken.yaml:3:11: stages.raw.kind: unknown stage kind 'reed' (did you mean 'read'?)" in message
+
+
+GOOD = "stages:\n  raw: {kind: read, params: {format: parquet, path: data/in}}\n"
+
+
+@pytest.mark.integration
+def test_no_spec_can_take_the_dag_file_down(tmp_path: Path) -> None:
+    """Recursive aliases, deep nesting, a dag_id naming a global of the DAG file or too long for
+    Airflow, beside good specs: the good ones load, each bad one is named in the file's error."""
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    (pipelines / "good.yaml").write_text(GOOD)
+    (pipelines / "compiled.yaml").write_text("dag_id: compiled\n" + GOOD)  # a name the DAG file once used
+    (pipelines / "DAGS.yaml").write_text("dag_id: DAGS\n" + GOOD)
+    (pipelines / "alias.yaml").write_text("a: &a [*a]\n" + GOOD)
+    (pipelines / "deep.yaml").write_text("x: " + "[" * 500 + "]" * 500 + "\n" + GOOD)
+    (pipelines / "long.yaml").write_text("dag_id: " + "x" * 260 + "\n" + GOOD)
+    bag = _dagbag(tmp_path, pipelines)
+    assert bag["dags"] == ["DAGS", "compiled", "good"]
+    (message,) = bag["errors"].values()
+    assert "alias.yaml:1:4: a[0]: recursive alias: this value contains itself" in message
+    assert "deep.yaml:1:" in message and "nested more than 100 levels deep" in message
+    assert "long.yaml:1:9: dag_id: dag_id is 260 characters long; Airflow allows at most 250" in message
+
+
+def test_any_exception_while_loading_a_spec_becomes_that_files_error(tmp_path: Path, monkeypatch) -> None:
+    from dagspec.airflow import compiler
+
+    write_spec(tmp_path / "pipelines", GOOD, "good.yaml")
+    write_spec(tmp_path / "pipelines", GOOD, "buggy.yaml")
+    real = compiler.compile_pipeline
+
+    def compile_or_fail(spec, **kwargs):
+        if spec.dag_id == "buggy":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(spec, **kwargs)
+
+    monkeypatch.setattr(compiler, "compile_pipeline", compile_or_fail)
+    result = compiler.compile_folder(tmp_path / "pipelines", home=tmp_path)
+    assert sorted(result.dags) == ["dagspec_invalid_specs", "good"]
+    assert [str(e) for e in result.errors] == [
+        "pipelines/buggy.yaml:1:1: cannot be loaded: RecursionError: maximum recursion depth exceeded"
+    ]
+
+
+def test_a_matrix_stage_is_a_task_group_of_its_expansions(tmp_path: Path) -> None:
+    spec = load_spec(
+        write_spec(
+            tmp_path,
+            """
+            stages:
+              raw: {kind: read, params: {format: parquet, path: data/in}}
+              few: {kind: sample, matrix: {n: [3, 5]}, inputs: {data: raw}, params: {n: "{{ matrix.n }}"}}
+              out: {kind: export, inputs: {data: few}, params: {path: "m/n{{ matrix.n }}"}}
+            """,
+        )
+    )
+    dag = compile_pipeline(spec, home=tmp_path, jobs_dir=REPO / "jobs")
+    assert sorted(dag.task_ids) == ["few__3", "few__5", "out__3", "out__5", "raw"]
+    groups = dag.task_group.children
+    assert sorted(groups["few"].children) == ["few__3", "few__5"]
+    assert sorted(groups["out"].children) == ["out__3", "out__5"]
+    assert dag.get_task("out__5").upstream_task_ids == {"few__5"}
+    assert 'matrix: `{"n": 5}`' in dag.get_task("few__5").doc_md

@@ -22,14 +22,15 @@ from typing import Any
 import pytest
 
 from dagspec.local.airflow_server import AirflowStatus, airflow_down, airflow_up
-from dagspec.processes import free_port, tail
 from dagspec.plan.resolve import default_context, resolve_pipeline
+from dagspec.processes import free_port, tail
 from dagspec.spec.loader import load_spec
 from tests.conftest import CRITEO_SAMPLE, REPO
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
 
 TRIGGERED = "ctr_demo"
+SHIPPED = sorted((REPO / "pipelines").glob("*.yaml"))
 SCHEDULED = "every_minute"
 SCHEDULED_SPEC = """\
 # One cheap stage every minute: the scheduler test's pipeline.
@@ -123,7 +124,8 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
     root = tmp_path_factory.mktemp("ui")
     pipelines = root / "pipelines"
     pipelines.mkdir()
-    shutil.copy(REPO / "pipelines" / f"{TRIGGERED}.yaml", pipelines)
+    for spec in SHIPPED:  # every shipped DAG's form is tested; none of them runs (they stay paused)
+        shutil.copy(spec, pipelines)
     (pipelines / f"{SCHEDULED}.yaml").write_text(SCHEDULED_SPEC % CRITEO_SAMPLE)
     run_dir = root / "run"
     with pytest.MonkeyPatch.context() as env:
@@ -257,6 +259,68 @@ def test_trigger_form_shows_the_specs_params(airflow: Airflow, tmp_path: Path) -
         driver.quit()
     print(f"screenshot: {screenshot}")
     assert screenshot.stat().st_size > 10_000
+
+
+def _login(driver: Any, airflow: Airflow) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(driver, 120)
+    driver.get(f"{airflow.url}/auth/login")
+    wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
+    driver.find_element(By.NAME, "password").send_keys(airflow.password)
+    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait.until(lambda d: "/auth/login" not in d.current_url)
+
+
+def _runs(api: Api, dag_id: str) -> list[dict[str, Any]]:
+    return list(api.get(f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"])
+
+
+def test_every_shipped_dag_triggers_from_its_form_with_the_defaults(airflow: Airflow, tmp_path: Path) -> None:
+    """Trigger enabled with the shipped defaults, and clicking it creates a run; the DAGs are
+    paused first (the run stays queued, nothing computes) and "unpause on trigger" is unticked."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    dag_ids = [load_spec(path).dag_id for path in SHIPPED]
+    for dag_id in dag_ids:
+        _wait_for_dag(airflow.api, dag_id)
+        airflow.api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": True})
+    driver = _browser(tmp_path)
+    screenshots: list[Path] = []
+    try:
+        wait = WebDriverWait(driver, 120)
+        _login(driver, airflow)
+        for dag_id in dag_ids:
+            before = {r["dag_run_id"] for r in _runs(airflow.api, dag_id)}
+            screenshot = tmp_path / f"trigger_form_{dag_id}.png"
+            screenshots.append(screenshot)
+            driver.get(f"{airflow.url}/dags/{dag_id}")
+            wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "[data-testid=trigger-dag-button]"))).click()
+            wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "[data-testid=config-form]")))
+            for box in driver.find_elements(By.XPATH, "//label[contains(., 'Unpause')]"):
+                if box.find_element(By.TAG_NAME, "input").is_selected():
+                    box.click()
+            submit = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "[data-testid=trigger-dag-submit]")))
+            time.sleep(1)  # the form validates its fields once rendered
+            driver.save_screenshot(str(screenshot))
+            assert submit.is_enabled(), f"{dag_id}: Trigger is disabled with the defaults (see {screenshot})"
+            submit.click()
+            deadline = time.monotonic() + 60
+            while not {r["dag_run_id"] for r in _runs(airflow.api, dag_id)} - before:
+                assert time.monotonic() < deadline, f"{dag_id}: the trigger created no run"
+                time.sleep(1)
+            assert airflow.api.get(f"/api/v2/dags/{dag_id}")["is_paused"], f"{dag_id} was unpaused"
+    except BaseException:
+        driver.save_screenshot(str(tmp_path / "failure.png"))
+        raise
+    finally:
+        driver.quit()
+    print("screenshots:", ", ".join(str(s) for s in screenshots))
+    assert all(s.stat().st_size > 10_000 for s in screenshots)
 
 
 def test_one_minute_schedule_gets_a_scheduled_run(airflow: Airflow) -> None:

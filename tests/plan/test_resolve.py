@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dagspec.errors import StageConfigError, StorageError
+from dagspec.errors import SpecValidationError, StageConfigError, StorageError
 from dagspec.plan.resolve import default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
 from dagspec.spec.templates import render
@@ -65,9 +65,59 @@ def test_rendered_params_are_validated_and_paths_resolved(spec) -> None:
     assert plan["joined"].inputs["b"].path.endswith("/other/" + plan["other"].fingerprint + "/data")
 
 
-def test_a_rendered_value_that_fails_the_model_names_stage_and_field(spec) -> None:
-    with pytest.raises(StageConfigError, match=r"stage 'balanced': params.seed: Input should be a valid integer"):
+def test_a_rendered_value_that_fails_the_model_names_file_line_stage_and_field(spec) -> None:
+    with pytest.raises(StageConfigError) as info:
         resolve_pipeline(spec, default_context(spec, {"seed": "many"}), home=Path("/p"), storage_root="/s")
+    assert str(info.value) == (
+        f"{spec.source}:7:69: stages.balanced.params.seed: Input should be a valid integer, unable to parse string "
+        "as an integer (got 'many', rendered from '{{ params.seed }}')"
+    )
+
+
+def test_run_time_and_validate_time_failures_read_the_same(tmp_path: Path) -> None:
+    text = """
+    params:
+      d: {type: integer, default: 1}
+    stages:
+      raw: {kind: read, params: {format: parquet, path: data/in}}
+      few: {kind: sample, inputs: {data: raw}, params: {n: "{{ 10 // params.d }}"}}
+    """
+    spec = load_spec(write_spec(tmp_path, text))  # the default renders
+    with pytest.raises(StageConfigError) as at_run:
+        resolve_pipeline(spec, default_context(spec, {"d": 0}), home=Path("/p"), storage_root="/s")
+    with pytest.raises(SpecValidationError) as at_validate:
+        load_spec(write_spec(tmp_path, text.replace("default: 1", "default: 0")))
+    expected = (
+        f"{spec.source}:5:56: stages.few.params.n: cannot render '{{{{ 10 // params.d }}}}': "
+        "integer division or modulo by zero (ZeroDivisionError)"
+    )
+    assert str(at_run.value) == expected and str(at_validate.value) == expected
+
+
+MATRIX = """
+params:
+  sizes: {type: array, default: [2, 3]}
+stages:
+  raw: {kind: read, params: {format: parquet, path: data/in}}
+  few: {kind: sample, matrix: {n: "{{ params.sizes }}"}, inputs: {data: raw}, params: {n: "{{ matrix.n }}"}}
+  out: {kind: export, inputs: {data: few}, params: {path: "m/n{{ matrix.n }}"}}
+"""
+
+
+def test_matrix_expansions_render_their_values_and_read_their_upstream(tmp_path: Path) -> None:
+    spec = load_spec(write_spec(tmp_path, MATRIX))
+    plan = resolve_pipeline(spec, default_context(spec), home=Path("/p"), storage_root="/s")
+    assert [plan[f"few__{n}"].params["n"] for n in (2, 3)] == [2, 3]
+    assert plan["out__3"].params["path"] == "m/n3"
+    assert plan["out__3"].inputs["data"].fingerprint == plan["few__3"].fingerprint
+    assert plan["few__2"].stage_dir == "/s/pipe/few__2"
+
+
+def test_a_run_cannot_change_a_param_that_shapes_a_matrix(tmp_path: Path) -> None:
+    spec = load_spec(write_spec(tmp_path, MATRIX))
+    resolve_pipeline(spec, default_context(spec, {"sizes": [2, 3]}), home=Path("/p"), storage_root="/s")
+    with pytest.raises(StageConfigError, match=r"param 'sizes' shapes a matrix.*\(got \[4\]\): edit the default"):
+        resolve_pipeline(spec, default_context(spec, {"sizes": [4]}), home=Path("/p"), storage_root="/s")
 
 
 def test_templates_cannot_reach_python_internals() -> None:

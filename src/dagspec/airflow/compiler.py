@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, Param
+from airflow.sdk import DAG, Asset, Param, TaskGroup
 
 from dagspec.airflow.operator import DagspecStageOperator
 from dagspec.errors import SpecError, SpecIssue, SpecValidationError
 from dagspec.kinds.catalog import load_catalog
 from dagspec.spec.loader import load_spec, spec_files
-from dagspec.spec.models import FORCE_PARAM, PipelineSpec, parse_ref
+from dagspec.spec.models import FORCE_PARAM, INVALID_SPECS_DAG_ID, PipelineSpec, parse_ref
 
 
 def _as_datetime(value: dt.date | dt.datetime | None) -> dt.datetime | None:
@@ -28,7 +28,17 @@ def _as_datetime(value: dt.date | dt.datetime | None) -> dt.datetime | None:
 
 
 def _params(spec: PipelineSpec) -> dict[str, Param]:
-    params = {name: Param(p.default, description=p.description, **p.json_schema()) for name, p in spec.params.items()}
+    fixed = spec.matrix_params()
+    params = {
+        name: Param(
+            p.default,
+            description=" ".join(
+                filter(None, [p.description, "(fixed: a matrix is built from it)" if name in fixed else None])
+            ),
+            **p.json_schema(),
+        )
+        for name, p in spec.params.items()
+    }
     params.setdefault(
         FORCE_PARAM,
         Param(False, type="boolean", description="Recompute every stage even if its checkpoint exists"),
@@ -40,7 +50,22 @@ def _stage_doc(spec: PipelineSpec, name: str) -> str:
     stage = spec.stages[name]
     kind = load_catalog().get(stage.kind)
     summary = stage.description or (kind.description if kind else "")
-    return f"**{name}** (`{stage.kind}`): {summary}\n\n```json\n{json.dumps(stage.params, indent=1, default=str)}\n```"
+    values = spec.matrix_of(name)
+    matrix = f"\n\nmatrix: `{json.dumps(values)}`" if values else ""
+    params = json.dumps(stage.params, indent=1, default=str)
+    return f"**{name}** (`{stage.kind}`): {summary}{matrix}\n\n```json\n{params}\n```"
+
+
+def _matrix_groups(spec: PipelineSpec) -> dict[str, TaskGroup]:
+    """One TaskGroup per matrix stage; task ids stay the expansions' names (no group prefix)."""
+    return {
+        written: TaskGroup(
+            group_id=written,
+            prefix_group_id=False,
+            tooltip=f"matrix stage {written}: {len(expansions)} expansions",
+        )
+        for written, expansions in spec.matrix_groups().items()
+    }
 
 
 def compile_pipeline(spec: PipelineSpec, *, home: Path, jobs_dir: Path | None = None) -> DAG:
@@ -66,9 +91,11 @@ def compile_pipeline(spec: PipelineSpec, *, home: Path, jobs_dir: Path | None = 
         params=_params(spec),
         doc_md=f"{spec.description or ''}\n\nCompiled by dagspec from `{spec.source}`.",
         max_active_runs=1,
+        auto_register=False,  # registered by compile_folder once complete: a half-built DAG never is
     )
     tasks: dict[str, DagspecStageOperator] = {}
     with dag:
+        groups = _matrix_groups(spec)
         for name in spec.stage_order():
             stage = spec.stages[name]
             conf = {**spec.spark.conf, **(stage.spark.conf if stage.spark else {})}
@@ -97,6 +124,7 @@ def compile_pipeline(spec: PipelineSpec, *, home: Path, jobs_dir: Path | None = 
                     for output in spec.outputs_of(name)
                 ],
                 doc_md=_stage_doc(spec, name),
+                task_group=groups.get(spec.written_stage(name)),
                 **overrides,
             )
             for ref in stage.inputs.values():
@@ -113,20 +141,44 @@ class CompiledFolder:
 
 
 def compile_folder(folder: Path, *, home: Path, jobs_dir: Path | None = None) -> CompiledFolder:
-    """Compile every spec in ``folder``; a broken spec is recorded, never fatal to the others."""
+    """Compile every spec in ``folder``; a broken spec is recorded, never fatal to the others.
+
+    Any exception while loading or compiling one spec (a bug of ours, a RecursionError) becomes
+    that file's error. Each compiled DAG, and the stand-in carrying the errors, is registered with
+    Airflow (see ``register``).
+    """
     result = CompiledFolder()
     for path in spec_files(folder):
         display = os.path.relpath(path, home) if path.is_relative_to(home) else str(path)
         try:
             spec = load_spec(path, display)
+            if spec.dag_id in result.dags:
+                result.errors.append(_duplicate_dag_id(spec, display))
+                continue
+            dag = compile_pipeline(spec, home=home, jobs_dir=jobs_dir)
         except SpecError as exc:
             result.errors.append(exc)
             continue
-        if spec.dag_id in result.dags:
-            result.errors.append(_duplicate_dag_id(spec, display))
+        except Exception as exc:  # one spec must never take the others down, whatever it raises
+            message = f"cannot be loaded: {type(exc).__name__}: {str(exc)[:500]}"
+            result.errors.append(SpecValidationError([SpecIssue(display, 1, 1, "", message)]))
             continue
-        result.dags[spec.dag_id] = compile_pipeline(spec, home=home, jobs_dir=jobs_dir)
+        result.dags[spec.dag_id] = register(dag)
+    if result.errors:
+        result.dags[INVALID_SPECS_DAG_ID] = register(invalid_specs_dag(result.errors))
     return result
+
+
+def register(dag: DAG) -> DAG:
+    """Hand a complete DAG to Airflow without naming it in the DAG file's namespace.
+
+    While Airflow imports a DAG file it collects every DAG that leaves a ``with dag:`` block
+    (``auto_register``), so no user-chosen ``dag_id`` ever becomes a module global.
+    """
+    dag.auto_register = True
+    with dag:
+        pass
+    return dag
 
 
 def _duplicate_dag_id(spec: PipelineSpec, display: str) -> SpecError:
@@ -149,6 +201,6 @@ class InvalidSpecsDag(DAG):
 
 def invalid_specs_dag(errors: Iterable[SpecError]) -> DAG:
     """A placeholder DAG whose validation fails with every spec error (see InvalidSpecsDag)."""
-    dag = InvalidSpecsDag(dag_id="dagspec_invalid_specs", schedule=None)
+    dag = InvalidSpecsDag(dag_id=INVALID_SPECS_DAG_ID, schedule=None, auto_register=False)
     dag.spec_errors = list(errors)
     return dag

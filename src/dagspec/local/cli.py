@@ -57,6 +57,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    """The spec's JSON Schema (every kind of the project), for editors."""
+    from dagspec.spec.schema import schema_text
+
+    sys.stdout.write(schema_text(load_catalog(project_home())))
+    return 0
+
+
 def cmd_service(args: argparse.Namespace) -> int:
     module = {"cluster": cluster, "airflow": airflow_server}[args.service]
     result = getattr(module, f"{args.service}_{args.action}")()
@@ -75,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verbs.add_parser("list", help="list the specs of the pipelines folder")
     p.set_defaults(func=cmd_list)
+
+    p = verbs.add_parser("schema", help="print the spec's JSON Schema (draft 2020-12) for editors")
+    p.set_defaults(func=cmd_schema)
 
     p = verbs.add_parser("show", help="stages, fingerprints and checkpoint state of a spec")
     p.add_argument("spec")

@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jinja2 import TemplateError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from dagspec import checkpoint, storage
 from dagspec.checkpoint import Checkpoint
@@ -21,7 +20,7 @@ from dagspec.kinds.base import IOType, KindDef, StageParams
 from dagspec.kinds.catalog import Catalog, load_catalog
 from dagspec.plan.fingerprint import code_hashes, data_identity, fingerprint_of, library_versions, result_conf
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec, parse_ref
-from dagspec.spec.templates import render
+from dagspec.spec.params import StageParamsError, render_stage_params, stage_context, stage_param_issues
 from dagspec.storage import project_home
 
 
@@ -110,18 +109,27 @@ def default_context(spec: PipelineSpec, overrides: Mapping[str, Any] | None = No
 
 
 def render_params(spec: PipelineSpec, name: str, kind: KindDef, context: Mapping[str, Any]) -> StageParams:
-    """A stage's params rendered with ``context`` and validated against its kind's model."""
+    """A stage's params rendered with ``context`` and validated against its kind's model.
+
+    The function ``dagspec validate`` uses with the defaults: a failure reads the same, as
+    ``file:line:col: stages.<stage>.params.<field>: <what>`` lines.
+    """
     try:
-        rendered = render(spec.stages[name].params, context)
-    except TemplateError as exc:
-        raise StageConfigError(f"{spec.source}: stage {name!r}: cannot render params: {exc}") from None
-    try:
-        return kind.params.model_validate(rendered)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"params.{'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})" for e in exc.errors()
-        )
-        raise StageConfigError(f"{spec.source}: stage {name!r}: {problems}") from None
+        return render_stage_params(kind.params, spec.stages[name].params, stage_context(spec, name, context))
+    except StageParamsError as exc:
+        raise StageConfigError("\n".join(str(i) for i in stage_param_issues(spec, name, exc.problems))) from None
+
+
+def check_matrix_params(spec: PipelineSpec, context: Mapping[str, Any]) -> None:
+    """Refuse a run that changes a param a matrix is built from: the DAG's tasks were fixed when the
+    spec was parsed, from the param's default."""
+    given = context.get("params") or {}
+    for name, default in spec.matrix_params().items():
+        if name in given and given[name] != default:
+            raise StageConfigError(
+                f"{spec.source}: param {name!r} shapes a matrix, so its tasks are fixed when the spec is parsed "
+                f"(default {default!r}); a run cannot change it (got {given[name]!r}): edit the default instead"
+            )
 
 
 def _stage_conf(spec: PipelineSpec, name: str) -> dict[str, str]:
@@ -142,6 +150,7 @@ def resolve_pipeline(
     home = home or project_home()
     catalog = catalog or load_catalog(home)
     root = resolve_storage_root(spec, home, storage_root)
+    check_matrix_params(spec, context)
     resolved: dict[str, ResolvedStage] = {}
     for name in spec.stage_order():
         stage = spec.stages[name]

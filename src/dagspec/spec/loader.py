@@ -1,8 +1,9 @@
 """Loading a spec: YAML with positions -> PipelineSpec, with every problem located by file:line:col.
 
-Loading is two passes: pydantic checks shape, types and bounds of the whole file; then the
-cross-field checks that need the catalog of kinds (kinds, params per kind, inputs, references,
-cycles). Every issue of a file is collected and reported at once.
+Loading is three passes: pydantic checks shape, types and bounds of the whole file; matrix stages
+are expanded (``dagspec.spec.matrix``); then the checks that need the catalog of kinds (kinds,
+params rendered with the params' defaults and a stand-in run context, inputs, references, cycles).
+Every issue of a file is collected and reported at once.
 """
 
 from __future__ import annotations
@@ -14,74 +15,21 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
 
 from dagspec.errors import SpecIssue, SpecValidationError
-from dagspec.kinds.base import InputRole, IOType, KindDef, StageParams
+from dagspec.kinds.base import InputRole, IOType, KindDef
 from dagspec.kinds.catalog import Catalog, load_catalog, suggest
-from dagspec.spec.models import PipelineSpec, contains_template, parse_ref
-from dagspec.spec.templates import is_templated
+from dagspec.spec.matrix import expand
+from dagspec.spec.models import ParamSpec, PipelineSpec, contains_template, parse_ref
+from dagspec.spec.params import (
+    StageParamsError,
+    describe_error,
+    render_stage_params,
+    stage_context,
+    stage_param_issues,
+    standin_context,
+)
 from dagspec.spec.yaml_source import Location, YamlDocument, dotted_location, load_yaml_file
-
-
-def validate_stage_params(kind: KindDef, params: Mapping[str, Any]) -> tuple[StageParams | None, list[ErrorDetails]]:
-    """Validate params against the kind's model, tolerating Jinja strings rendered later.
-
-    Returns the model (None when templates keep it from being built) and the errors that are
-    real now: an error on a value that is a template is deferred to run time.
-    """
-    try:
-        return kind.params.model_validate(dict(params)), []
-    except ValidationError as exc:
-        errors = [e for e in exc.errors() if not contains_template(e.get("input"))]
-        errors = [e for e in errors if not _under_template(params, e["loc"])]
-        return None, errors
-
-
-def _under_template(params: Mapping[str, Any], loc: tuple[Any, ...]) -> bool:
-    value: Any = params
-    for part in loc:
-        if is_templated(value):
-            return True
-        try:
-            value = value[part]
-        except (KeyError, IndexError, TypeError):
-            return False
-    return contains_template(value)
-
-
-def _message(error: Mapping[str, Any], known_fields: list[str]) -> str:
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        key = str(error["loc"][-1])
-        return f"unknown key {key!r}{suggest(key, known_fields)}; expected one of: {', '.join(known_fields)}"
-    if kind == "missing":
-        return "required key is missing"
-    msg = str(error["msg"]).removeprefix("Value error, ")
-    value = error.get("input")
-    if (isinstance(value, str | int | float | bool) or value is None) and repr(value) not in msg:
-        msg += f" (got {value!r})"
-    return msg
-
-
-def _model_fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """Field names of the model that owns the last element of ``loc`` (for 'did you mean')."""
-    current: Any = model
-    for part in loc[:-1]:
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            field = current.model_fields.get(str(part))
-            current = field.annotation if field else None
-        elif getattr(current, "__origin__", None) is dict:
-            current = current.__args__[1]
-        else:
-            return []
-        # unwrap Optional[X] / X | None
-        args = [a for a in getattr(current, "__args__", ()) if a is not type(None)]
-        if getattr(current, "__origin__", None) is not dict and len(args) == 1:
-            current = args[0]
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return [f.alias or name for name, f in current.model_fields.items() if not f.exclude]
-    return []
 
 
 class _IssueCollector:
@@ -91,13 +39,22 @@ class _IssueCollector:
 
     def add(self, location: Location, message: str, *, at_key: bool = False) -> None:
         line, col = self.doc.position(location, prefer_key=at_key)
-        self.issues.append(SpecIssue(self.doc.file, line, col, dotted_location(location), message))
+        self.add_issue(SpecIssue(self.doc.file, line, col, dotted_location(location), message))
+
+    def add_issue(self, issue: SpecIssue) -> None:
+        # the expansions of a matrix stage often share a problem: said once, for the first of them
+        words = issue.message.split(" (matrix ")[0]
+        if not any(
+            (i.line, i.column, i.location, i.message.split(" (matrix ")[0])
+            == (issue.line, issue.column, issue.location, words)
+            for i in self.issues
+        ):
+            self.issues.append(issue)
 
     def add_pydantic(self, errors: list[Any], prefix: Location, model: type[BaseModel]) -> None:
         for error in errors:
             loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-            known = _model_fields_at(model, loc)
-            self.add((*prefix, *loc), _message(error, known), at_key=error["type"] in ("extra_forbidden",))
+            self.add((*prefix, *loc), describe_error(error, model), at_key=error["type"] in ("extra_forbidden",))
 
 
 def spec_from_document(doc: YamlDocument, catalog: Catalog | None = None) -> PipelineSpec:
@@ -110,24 +67,68 @@ def spec_from_document(doc: YamlDocument, catalog: Catalog | None = None) -> Pip
     data = dict(doc.data)
     data.setdefault("dag_id", Path(doc.file).stem)
     try:
-        spec = PipelineSpec.model_validate({**data, "source": doc.file})
+        written = PipelineSpec.model_validate({**data, "source": doc.file})
     except ValidationError as exc:
         issues.add_pydantic(exc.errors(), (), PipelineSpec)
         _check_stages_alone(data, issues, catalog)
         raise SpecValidationError(issues.issues) from None
+    spec = _expanded(written, issues, catalog)
     _check_stages(spec, issues, catalog)
     if issues.issues:
         raise SpecValidationError(issues.issues)
     return spec
 
 
+def _expanded(written: PipelineSpec, issues: _IssueCollector, catalog: Catalog) -> PipelineSpec:
+    """The spec with its matrix stages expanded, carrying the file's positions (for run-time errors)."""
+    expansion = expand(written.stages, written.params, catalog)
+    for problem in expansion.issues:
+        issues.add(problem.location, problem.message)
+    spec = written.model_copy(update={"stages": expansion.stages})
+    spec._expansions = expansion.origins
+    spec._matrix_params = expansion.params
+    spec._positions = dict(issues.doc.value_positions)
+    spec._key_positions = dict(issues.doc.key_positions)
+    spec._stage_outputs = {}
+    return spec
+
+
 def _check_stages_alone(data: dict[str, Any], issues: _IssueCollector, catalog: Catalog) -> None:
     """Stage-level checks even when a top-level key is wrong, so one run reports everything."""
     try:
-        stages_only = PipelineSpec.model_validate({"stages": data.get("stages"), "dag_id": "x"})
+        stages_only = PipelineSpec.model_validate(
+            {"stages": data.get("stages"), "dag_id": "x", "source": issues.doc.file}
+        )
     except ValidationError:
         return  # the stage errors are already among the top-level ones
-    _check_stages(stages_only, issues, catalog)
+    stages_only = stages_only.model_copy(update={"params": _usable_params(data)})
+    _check_stages(_expanded(stages_only, issues, catalog), issues, catalog)
+
+
+def _usable_params(data: dict[str, Any]) -> dict[str, ParamSpec]:
+    """The params as written, a refused one kept with its default (so templates using it render)."""
+    params = data.get("params")
+    usable: dict[str, ParamSpec] = {}
+    for name, raw in (params if isinstance(params, dict) else {}).items():
+        try:
+            usable[str(name)] = ParamSpec.model_validate(raw)
+        except ValidationError:
+            default = raw.get("default") if isinstance(raw, dict) else None
+            usable[str(name)] = ParamSpec.model_construct(default=default)
+    return usable
+
+
+def _check_params(spec: PipelineSpec, name: str, kind: KindDef, issues: _IssueCollector) -> Mapping[str, IOType]:
+    """Render the stage's params as a run with the defaults would, validate them; its outputs."""
+    params = spec.stages[name].params
+    try:
+        model = render_stage_params(kind.params, params, stage_context(spec, name, standin_context(spec)))
+    except StageParamsError as exc:
+        for issue in stage_param_issues(spec, name, exc.problems):
+            issues.add_issue(issue)
+        return kind.output_types(None)
+    # outputs that depend on templated params are known only at run time: the kind's defaults
+    return kind.output_types(None if contains_template(params) else model)
 
 
 def _check_stages(spec: PipelineSpec, issues: _IssueCollector, catalog: Catalog) -> None:
@@ -136,18 +137,16 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector, catalog: Catalog)
     for name, stage in spec.stages.items():
         kind = catalog.get(stage.kind)
         if kind is None:
-            issues.add(("stages", name, "kind"), catalog.unknown_message(stage.kind))
+            issues.add(("stages", spec.written_stage(name), "kind"), catalog.unknown_message(stage.kind))
             continue
         kinds[name] = kind
-        model, errors = validate_stage_params(kind, stage.params)
-        issues.add_pydantic(errors, ("stages", name, "params"), kind.params)
-        outputs[name] = kind.output_types(model)
+        outputs[name] = _check_params(spec, name, kind, issues)
         spec._stage_outputs[name] = tuple(outputs[name])
 
     for name, stage in spec.stages.items():
         kind = kinds.get(name)
         for role, ref in stage.inputs.items():
-            loc: Location = ("stages", name, "inputs", role)
+            loc: Location = ("stages", spec.written_stage(name), "inputs", role)
             if kind is not None and not kind.any_inputs and role not in kind.inputs:
                 expected = ", ".join(kind.inputs) or "none"
                 issues.add(
@@ -160,7 +159,9 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector, catalog: Catalog)
         if kind is not None:
             for role, spec_role in kind.inputs.items():
                 if spec_role.required and role not in stage.inputs:
-                    issues.add(("stages", name, "inputs"), f"kind {kind.name!r} needs input {role!r}")
+                    issues.add(
+                        ("stages", spec.written_stage(name), "inputs"), f"kind {kind.name!r} needs input {role!r}"
+                    )
 
     graph = {
         name: {parse_ref(r)[0] for r in s.inputs.values() if parse_ref(r)[0] in spec.stages}
@@ -170,7 +171,7 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector, catalog: Catalog)
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as exc:
         cycle = exc.args[1]
-        issues.add(("stages", cycle[0], "inputs"), f"cycle between stages: {' -> '.join(cycle)}")
+        issues.add(("stages", spec.written_stage(cycle[0]), "inputs"), f"cycle between stages: {' -> '.join(cycle)}")
 
 
 def _input_role(kind: KindDef | None, role: str) -> InputRole | None:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from dagspec.spec.safety import check_conf
 from dagspec.spec.templates import is_templated
 
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"
@@ -21,7 +22,18 @@ DAG_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 MEMORY_PATTERN = r"^[0-9]+[kKmMgGtT]?$"
 SCHEDULE_PRESETS = {"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"}
 FORCE_PARAM = "force"
-RESERVED_DAG_IDS = frozenset({"exports"})
+INVALID_SPECS_DAG_ID = "dagspec_invalid_specs"  # the DAG file's stand-in that carries broken specs' errors
+RESERVED_DAG_IDS = frozenset({"exports", INVALID_SPECS_DAG_ID})
+# Airflow's own limits (airflow.sdk.definitions._internal.node.validate_key, dag.TAG_MAX_LEN,
+# validate_group_key): a dag_id or task_id of at most 250 characters, a tag of at most 100, a
+# TaskGroup id (a matrix stage's name) of at most 200.
+MAX_DAG_ID_LENGTH = 250
+MAX_TASK_ID_LENGTH = 250
+MAX_TAG_LENGTH = 100
+MAX_STAGE_NAME_LENGTH = 200
+ParamType = Literal["string", "number", "integer", "boolean", "array", "object", "null"]
+MatrixValue = str | int | float | bool
+Location = tuple[str | int, ...]
 
 
 def contains_template(value: Any) -> bool:
@@ -40,11 +52,14 @@ class _Model(BaseModel):
 class ParamSpec(_Model):
     """One run parameter; becomes an Airflow ``Param`` (a field of the trigger form)."""
 
-    type: Literal["string", "number", "integer", "boolean", "array", "object", "null"] = "string"
-    default: Any = None
-    description: str | None = None
-    title: str | None = None
-    enum: list[Any] | None = None
+    type: ParamType | list[ParamType] = Field(
+        default="string",
+        description='JSON-schema type, or a list of types; an optional param includes "null": [string, "null"]',
+    )
+    default: Any = Field(default=None, description="the value of a run that does not set the param")
+    description: str | None = Field(default=None, description="help text under the field of the trigger form")
+    title: str | None = Field(default=None, description="the field's label in the trigger form (default: its name)")
+    enum: list[Any] | None = Field(default=None, description="the allowed values (a drop-down in the form)")
     minimum: float | None = None
     maximum: float | None = None
     minLength: int | None = Field(default=None, ge=0)  # noqa: N815 - JSON-schema spelling
@@ -53,6 +68,23 @@ class ParamSpec(_Model):
     def json_schema(self) -> dict[str, Any]:
         """The JSON-schema keywords Airflow's Param takes (everything but default/description)."""
         return self.model_dump(exclude={"default", "description"}, exclude_none=True)
+
+    def types(self) -> list[str]:
+        """The param's JSON-schema types as a list."""
+        return list(self.type) if isinstance(self.type, list) else [self.type]
+
+    @property
+    def optional(self) -> bool:
+        """True when the trigger form accepts the field empty: Airflow's UI requires a value of a
+        param whose type is one name, or a list without "null" (FlexibleForm ``isRequired``)."""
+        return isinstance(self.type, list) and "null" in self.type
+
+    @field_validator("type")
+    @classmethod
+    def _types_are_distinct(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list) and (not value or len(set(value)) != len(value)):
+            raise ValueError(f"a list of types must be non-empty and without repeats, got {value}")
+        return value
 
     @model_validator(mode="after")
     def _default_matches_schema(self) -> ParamSpec:
@@ -67,33 +99,46 @@ class ParamSpec(_Model):
             error = best_match(validator_for(schema)(schema).iter_errors(self.default))
             if error is not None:
                 raise ValueError(f"default {self.default!r} does not match the param's schema: {error.message}")
+        # Airflow's trigger form disables "Trigger" while a required field is null or "": the DAG
+        # could not be run from the UI with its defaults.
+        if self.default in (None, "") and not self.optional:
+            single = self.types()[0] if len(self.types()) == 1 else "string"
+            given = "an empty string" if self.default == "" else "no value"
+            raise ValueError(
+                f"the default is {given}, which Airflow's trigger form treats as a missing required value "
+                f"(Trigger stays disabled); give a default, or make the param optional: "
+                f'type: [{single}, "null"], default: null'
+            )
         return self
 
 
 class DefaultArgs(_Model):
     """Task defaults (Airflow ``default_args``); durations in seconds."""
 
-    owner: str = "dagspec"
-    retries: int = Field(default=0, ge=0)
-    retry_delay: float = Field(default=60, ge=0)
-    retry_exponential_backoff: bool = False
-    execution_timeout: float | None = Field(default=None, gt=0)
+    owner: str = Field(default="dagspec", description="the tasks' owner shown in the UI")
+    retries: int = Field(default=0, ge=0, description="retries of a failed task")
+    retry_delay: float = Field(default=60, ge=0, description="seconds between retries")
+    retry_exponential_backoff: bool = Field(default=False, description="double the delay after each retry")
+    execution_timeout: float | None = Field(default=None, gt=0, description="seconds before a task is failed")
 
 
 class StorageSpec(_Model):
     """Where checkpoints live: a local path (relative to the project) or a Hadoop URI."""
 
-    root: str = ".dagspec/storage"
+    root: str = Field(
+        default=".dagspec/storage",
+        description="checkpoint root: a path relative to the project, an absolute path or a Hadoop URI",
+    )
 
 
 class Resources(_Model):
     """spark-submit resources; every field optional so a stage can override just one."""
 
-    driver_memory: str | None = Field(default=None, pattern=MEMORY_PATTERN)
-    executor_memory: str | None = Field(default=None, pattern=MEMORY_PATTERN)
-    executor_cores: int | None = Field(default=None, ge=1)
-    num_executors: int | None = Field(default=None, ge=1)
-    total_executor_cores: int | None = Field(default=None, ge=1)
+    driver_memory: str | None = Field(default=None, pattern=MEMORY_PATTERN, description="--driver-memory (512m, 2g)")
+    executor_memory: str | None = Field(default=None, pattern=MEMORY_PATTERN, description="--executor-memory")
+    executor_cores: int | None = Field(default=None, ge=1, description="--executor-cores")
+    num_executors: int | None = Field(default=None, ge=1, description="--num-executors (YARN, Kubernetes)")
+    total_executor_cores: int | None = Field(default=None, ge=1, description="--total-executor-cores (standalone)")
 
     def merged(self, override: Resources | None) -> Resources:
         """These resources with every field ``override`` sets replaced."""
@@ -112,6 +157,11 @@ class SparkSpec(_Model):
     conf: dict[str, ConfValue] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
 
+    @field_validator("conf")
+    @classmethod
+    def _conf_is_safe(cls, conf: dict[str, ConfValue]) -> dict[str, ConfValue]:
+        return check_conf(conf)  # dagspec.spec.safety: no code-loading keys, no templates
+
 
 class StageSparkSpec(_Model):
     """Per-stage Spark overrides, merged over the pipeline's."""
@@ -119,17 +169,31 @@ class StageSparkSpec(_Model):
     conf: dict[str, ConfValue] = Field(default_factory=dict)
     resources: Resources | None = None
 
+    @field_validator("conf")
+    @classmethod
+    def _conf_is_safe(cls, conf: dict[str, ConfValue]) -> dict[str, ConfValue]:
+        return check_conf(conf)  # dagspec.spec.safety: no code-loading keys, no templates
+
 
 class StageSpec(_Model):
     """One stage = one Airflow task = one spark-submit. ``params`` are checked against the kind."""
 
-    kind: str
-    description: str | None = None
-    inputs: dict[str, str] = Field(default_factory=dict)
-    params: dict[str, Any] = Field(default_factory=dict)
-    spark: StageSparkSpec | None = None
-    retries: int | None = Field(default=None, ge=0)
-    execution_timeout: float | None = Field(default=None, gt=0)
+    kind: str = Field(description="a registered stage kind (`dagspec list` names them)")
+    description: str | None = Field(default=None, description="shown as the task's doc in the UI")
+    inputs: dict[str, str] = Field(
+        default_factory=dict, description="role -> 'stage' or 'stage.output': what the stage reads (the DAG's edges)"
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="the kind's params; strings may be Jinja templates ({{ params.x }})"
+    )
+    matrix: dict[str, list[MatrixValue] | str] | None = Field(
+        default=None,
+        description="name -> list of values, or '{{ params.NAME }}' (that param's default): one stage per "
+        "combination, {{ matrix.NAME }} in its params; fixed when the DAG is parsed",
+    )
+    spark: StageSparkSpec | None = Field(default=None, description="Spark conf and resources merged over `spark`")
+    retries: int | None = Field(default=None, ge=0, description="overrides default_args.retries")
+    execution_timeout: float | None = Field(default=None, gt=0, description="seconds; overrides default_args")
 
     @field_validator("inputs")
     @classmethod
@@ -143,23 +207,72 @@ class StageSpec(_Model):
 class PipelineSpec(_Model):
     """A whole spec file. ``source`` and ``dag_id`` are filled in by the loader."""
 
-    dag_id: str = Field(default="", pattern=r"^$|" + DAG_ID_PATTERN)
-    description: str | None = None
-    schedule: str | None = None
-    start_date: dt.datetime | dt.date | None = None
-    catchup: bool = False
-    tags: list[str] = Field(default_factory=list)
-    default_args: DefaultArgs = Field(default_factory=DefaultArgs)
-    params: dict[str, ParamSpec] = Field(default_factory=dict)
-    storage: StorageSpec = Field(default_factory=StorageSpec)
-    spark: SparkSpec = Field(default_factory=SparkSpec)
-    stages: dict[str, StageSpec] = Field(min_length=1)
+    dag_id: str = Field(
+        default="",
+        description="the Airflow DAG id (default: the file's stem); unique across specs",
+        json_schema_extra={"pattern": DAG_ID_PATTERN, "maxLength": MAX_DAG_ID_LENGTH},
+    )
+    description: str | None = Field(default=None, description="DAG description (shown in the UI)")
+    schedule: str | None = Field(default=None, description="cron expression, preset (@daily, ...) or null")
+    start_date: dt.datetime | dt.date | None = Field(default=None, description="first data interval (UTC)")
+    catchup: bool = Field(default=False, description="backfill missed intervals")
+    tags: list[str] = Field(
+        default_factory=list,
+        description="UI tags ('dagspec' is always added)",
+        json_schema_extra={"items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_LENGTH}},
+    )
+    default_args: DefaultArgs = Field(default_factory=DefaultArgs, description="task defaults")
+    params: dict[str, ParamSpec] = Field(
+        default_factory=dict, description="run parameters: the trigger form, `dagspec run -p`, REST conf"
+    )
+    storage: StorageSpec = Field(default_factory=StorageSpec, description="where checkpoints live")
+    spark: SparkSpec = Field(default_factory=SparkSpec, description="Spark settings shared by every stage")
+    stages: dict[str, StageSpec] = Field(
+        min_length=1, description="name (the task_id) -> stage; edges come from inputs only"
+    )
     source: str = Field(default="", exclude=True)
     _stage_outputs: dict[str, tuple[str, ...]] = PrivateAttr(default_factory=dict)
+    # filled by the loader: YAML positions, and for each stage of a matrix expansion the stage as
+    # written and its matrix values
+    _positions: dict[Location, tuple[int, int]] = PrivateAttr(default_factory=dict)
+    _key_positions: dict[Location, tuple[int, int]] = PrivateAttr(default_factory=dict)
+    _expansions: dict[str, tuple[str, dict[str, Any]]] = PrivateAttr(default_factory=dict)
+    _matrix_params: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     def outputs_of(self, stage: str) -> tuple[str, ...]:
         """Output names of a stage as known at load time (templated params: the kind's defaults)."""
         return self._stage_outputs.get(stage, ())
+
+    def written_stage(self, stage: str) -> str:
+        """The stage as written in the file: a matrix stage for its expansions, else ``stage`` itself."""
+        return self._expansions[stage][0] if stage in self._expansions else stage
+
+    def matrix_of(self, stage: str) -> dict[str, Any]:
+        """The matrix values of a stage (``{}`` for a stage that is no matrix expansion)."""
+        return dict(self._expansions[stage][1]) if stage in self._expansions else {}
+
+    def matrix_groups(self) -> dict[str, list[str]]:
+        """Each matrix stage as written -> its expansions, in order."""
+        groups: dict[str, list[str]] = {}
+        for name, (written, _) in self._expansions.items():
+            groups.setdefault(written, []).append(name)
+        return groups
+
+    def matrix_params(self) -> dict[str, Any]:
+        """Params whose default shapes a matrix -> that default (a run may not change it)."""
+        return dict(self._matrix_params)
+
+    def position(self, location: Location, *, prefer_key: bool = False) -> tuple[int, int]:
+        """(line, column) of a location in the file (of its key, with ``prefer_key``), or of its
+        nearest known parent; (1, 1) if unknown."""
+        loc = tuple(location)
+        while loc:
+            if prefer_key and loc in self._key_positions:
+                return self._key_positions[loc]
+            if loc in self._positions:
+                return self._positions[loc]
+            loc = loc[:-1]
+        return self._positions.get(loc, (1, 1))
 
     @field_validator("stages")
     @classmethod
@@ -167,7 +280,20 @@ class PipelineSpec(_Model):
         for name in stages:
             if not re.match(NAME_PATTERN, name):
                 raise ValueError(f"stage name {name!r} must match {NAME_PATTERN} (it becomes the task_id)")
+            if len(name) > MAX_STAGE_NAME_LENGTH:
+                raise ValueError(
+                    f"stage name {name[:20]!r}... is {len(name)} characters long; at most {MAX_STAGE_NAME_LENGTH} "
+                    "(Airflow's limit for a TaskGroup id, which a matrix stage becomes)"
+                )
         return stages
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_fit_airflow(cls, tags: list[str]) -> list[str]:
+        for tag in tags:
+            if not tag or len(tag) > MAX_TAG_LENGTH:
+                raise ValueError(f"tag {tag[:20]!r} is {len(tag)} characters long; Airflow takes 1 to {MAX_TAG_LENGTH}")
+        return tags
 
     @field_validator("schedule")
     @classmethod
@@ -182,9 +308,17 @@ class PipelineSpec(_Model):
 
     @field_validator("dag_id")
     @classmethod
-    def _dag_id_is_not_reserved(cls, dag_id: str) -> str:
+    def _dag_id_fits_airflow(cls, dag_id: str) -> str:
         if dag_id in RESERVED_DAG_IDS:
-            raise ValueError(f"dag_id {dag_id!r} is reserved (the storage root's exports folder)")
+            used = "the storage root's exports folder" if dag_id == "exports" else "the DAG file's error carrier"
+            raise ValueError(f"dag_id {dag_id!r} is reserved ({used})")
+        if len(dag_id) > MAX_DAG_ID_LENGTH:
+            raise ValueError(f"dag_id is {len(dag_id)} characters long; Airflow allows at most {MAX_DAG_ID_LENGTH}")
+        if dag_id and not re.match(DAG_ID_PATTERN, dag_id):
+            raise ValueError(
+                f"dag_id {dag_id!r} may only hold ASCII letters, digits, '_', '.' and '-' (Airflow's rule), "
+                "and must not start with '.' or '-'"
+            )
         return dag_id
 
     @model_validator(mode="after")

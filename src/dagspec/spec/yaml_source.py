@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - libyaml is in every wheel we pin
 
 MAX_SPEC_BYTES = 1_000_000
 MAX_NODES = 100_000  # far beyond any real spec; stops alias-expansion bombs early
+MAX_DEPTH = 100  # nesting levels; a spec needs a handful, and building the data recurses once per level
 
 _STANDARD_TAGS = {
     "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "merge")
@@ -63,6 +64,7 @@ class _Builder:
         self.constructor = yaml.constructor.SafeConstructor()
         self.nodes_seen = 0
         self.issues: list[SpecIssue] = []
+        self.open_nodes: dict[int, yaml.Node] = {}  # the collections being built (the path from the root)
 
     def _issue(self, node: yaml.Node, message: str, location: Location = ()) -> None:
         mark = node.start_mark
@@ -86,10 +88,26 @@ class _Builder:
             except yaml.constructor.ConstructorError as exc:
                 self._issue(node, str(exc.problem), location)
                 return None
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, (*location, i)) for i, item in enumerate(node.value)]
-        if isinstance(node, yaml.MappingNode):
-            return self._build_mapping(node, location)
+        if id(node) in self.open_nodes:
+            # `a: &a [*a]`: an alias to a collection that contains it would expand forever
+            anchor = node.start_mark
+            self._issue(
+                node,
+                f"recursive alias: this value contains itself (the anchor at line {anchor.line + 1}, "
+                f"column {anchor.column + 1})",
+                location,
+            )
+            return None
+        if len(self.open_nodes) >= MAX_DEPTH:
+            raise _TooDeepError(node)
+        self.open_nodes[id(node)] = node
+        try:
+            if isinstance(node, yaml.SequenceNode):
+                return [self.build(item, (*location, i)) for i, item in enumerate(node.value)]
+            if isinstance(node, yaml.MappingNode):
+                return self._build_mapping(node, location)
+        finally:
+            del self.open_nodes[id(node)]
         raise AssertionError(f"unexpected YAML node {node!r}")  # pragma: no cover
 
     def _build_mapping(self, node: yaml.MappingNode, location: Location) -> dict[str, Any]:
@@ -124,6 +142,10 @@ class _TooManyNodesError(Exception):
         self.node = node
 
 
+class _TooDeepError(_TooManyNodesError):
+    pass
+
+
 def _dotted(location: Location) -> str:
     parts: list[str] = []
     for part in location:
@@ -156,17 +178,12 @@ def load_yaml_text(text: str, file: str) -> YamlDocument:
         builder.doc.data = builder.build(root, ())
     except _TooManyNodesError as exc:
         mark = exc.node.start_mark
-        raise YamlSourceError(
-            [
-                SpecIssue(
-                    file,
-                    mark.line + 1,
-                    mark.column + 1,
-                    "",
-                    f"more than {MAX_NODES} values after expanding aliases; refusing (alias bomb?)",
-                )
-            ]
-        ) from None
+        message = (
+            f"nested more than {MAX_DEPTH} levels deep; refusing"
+            if isinstance(exc, _TooDeepError)
+            else f"more than {MAX_NODES} values after expanding aliases; refusing (alias bomb?)"
+        )
+        raise YamlSourceError([SpecIssue(file, mark.line + 1, mark.column + 1, "", message)]) from None
     if builder.issues:
         raise YamlSourceError(builder.issues)
     return builder.doc
