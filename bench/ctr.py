@@ -16,6 +16,11 @@ plain libraries' fit time (data already in memory, so the ratio is conservative)
 loss are computed by sklearn on the same test rows for every model. Medians over ``--repeats``.
 ``--memory-sizes`` also runs the Spark-mode stages under spark-submit at those train sizes and
 reads the driver's peak RSS from the manifest.
+
+The fit-vs-fit ratio leaves out what a stage costs around its fit. ``--airflow`` (on by default)
+therefore runs the same stages through ``dagspec run`` (real ``airflow dags test``, each stage in
+its real execution mode; see ``bench/ctr_airflow.py``) and prints each task's wall time as Airflow
+records it beside the fit, the difference, and the wall time over the plain library's fit.
 """
 
 from __future__ import annotations
@@ -82,7 +87,13 @@ def main() -> int:
         default=20,
         help="boosting rounds of the memory runs (memory does not grow with rounds)",
     )
-    parser.add_argument("--skip-comparison", action="store_true", help="only the memory runs")
+    parser.add_argument("--skip-comparison", action="store_true", help="skip the in-process comparison")
+    parser.add_argument(
+        "--airflow",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the stages through `dagspec run` (Airflow task wall vs fit; default on)",
+    )
     parser.add_argument(
         "--families", nargs="+", choices=["xgboost", "lr"], default=["xgboost", "lr"], help="which comparisons to run"
     )
@@ -98,6 +109,8 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSPEC_STORAGE_ROOT"] = str(work / "storage")
     results: dict[str, Any] = {} if args.skip_comparison else _compare(args, work)
+    if args.airflow:
+        results["airflow"] = _airflow(args, work, results.get("summary", {}))
 
     if args.memory_sizes:
         results["driver_peak_rss_mb"] = _memory_runs(args, work)
@@ -106,7 +119,28 @@ def main() -> int:
         print(json.dumps(results["summary"], indent=2))
     if "driver_peak_rss_mb" in results:
         print(json.dumps(results["driver_peak_rss_mb"], indent=2))
+    if "airflow" in results:
+        print(results["airflow"]["table"])
     return 0
+
+
+def _spec_text(args: argparse.Namespace) -> str:
+    days = max(2, round(args.train_rows / args.test_rows) + 1)  # equal days; the last one is the test set
+    return SPEC.format(rows=args.test_rows * days, days=days, bits=args.hash_bits, rounds=args.rounds)
+
+
+def _airflow(args: argparse.Namespace, work: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """The same stages through ``dagspec run``: Airflow task wall vs fit vs the plain libraries' fit."""
+    from ctr_airflow import TRAIN_STAGES, airflow_runs, summarize, table
+
+    spec = _spec_text(args)
+    for name in TRAIN_STAGES:  # the families left out are left out of the DAG too
+        if STAGE_FAMILY[name] not in args.families:
+            spec = "\n".join(line for line in spec.splitlines() if not line.startswith(f"  {name}:"))
+    runs = airflow_runs(spec, work / "airflow-home", args.repeats)
+    plain = {name: summary[name]["train_time_s"] for name in ("plain_xgboost", "sklearn_lr") if name in summary}
+    rows = summarize(runs, plain)
+    return {"runs": runs, "plain_fit_s": plain, "summary": rows, "table": table(rows, plain)}
 
 
 def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -123,10 +157,8 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from dagspec.plan.resolve import default_context, resolve_pipeline
     from dagspec.spec.loader import load_spec
 
-    days = max(2, round(args.train_rows / args.test_rows) + 1)  # equal days; the last one is the test set
-    rows = args.test_rows * days
     spec_path = work / "ctr_bench.yaml"
-    spec_path.write_text(SPEC.format(rows=rows, days=days, bits=args.hash_bits, rounds=args.rounds))
+    spec_path.write_text(_spec_text(args))
     spec = load_spec(spec_path)
     spark = (
         SparkSession.builder.master("local[2]")

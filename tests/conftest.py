@@ -36,9 +36,28 @@ def spark() -> Iterator:
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One local Airflow home for every test that runs `dagspec run`: its SQLite DB is migrated once
+    (tens of seconds), and runs of different DAGs or folders do not disturb each other in it."""
+    return tmp_path_factory.mktemp("airflow-home") / "airflow"
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project home whose storage root is under tmp_path."""
     monkeypatch.setenv("DAGSPEC_HOME", str(REPO))
     monkeypatch.setenv("DAGSPEC_STORAGE_ROOT", str(tmp_path / "storage"))
     return REPO
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_the_connect_server_we_started() -> Iterator[None]:
+    """Runs through `dagspec run` start the local Spark Connect server and reuse it; stop it at the end
+    unless it was already running (a developer's own)."""
+    from dagspec.job.connect_server import ServerSettings, answering, stop_server
+
+    was_running = answering(ServerSettings.from_env().port)
+    yield
+    if not was_running:
+        stop_server(REPO)

@@ -37,7 +37,7 @@ AIRFLOW_SERVICES = {
     "airflow-dag-processor",
     "airflow-triggerer",
 }
-SPARK_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2"}
+SPARK_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2", "spark-connect"}
 LONG_RUNNING = (AIRFLOW_SERVICES - {"airflow-init"}) | SPARK_SERVICES | {"postgres"}
 
 
@@ -142,8 +142,11 @@ def test_init_creates_the_admin_and_points_spark_default_at_the_master(config: d
     init = config["services"]["airflow-init"]
     script = "\n".join(init["command"])
     assert "airflow db migrate" in script
-    assert "airflow connections add spark_default --conn-type spark" in script
+    assert "airflow connections add spark_cluster --conn-type spark" in script
+    assert "airflow connections add spark_default --conn-type spark_connect --conn-host sc://spark-connect" in script
+    assert '{"submit_conn_id": "spark_cluster"}' in script
     assert init["environment"]["SPARK_MASTER_URL"] == "spark://spark-master:7077"
+    assert init["environment"]["DAGSPEC_MODE"] == "connect"
     assert init["environment"]["AIRFLOW_ADMIN_PASSWORD"] == "value-of-AIRFLOW_ADMIN_PASSWORD"
     # the admin's password lands where the api-server's auth manager reads it
     password_file = init["environment"]["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
@@ -163,6 +166,16 @@ def test_api_server_serves_the_ui_on_8080(config: dict[str, Any]) -> None:
         # one JWT secret for every component, else task tokens fail signature checks
         assert env["AIRFLOW__API_AUTH__JWT_SECRET"] == "value-of-AIRFLOW_JWT_SECRET"
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres:5432/airflow")
+
+
+def test_the_connect_server_runs_on_the_cluster_and_publishes_no_host_port(config: dict[str, Any]) -> None:
+    connect = config["services"]["spark-connect"]
+    command = connect["command"]
+    assert "org.apache.spark.sql.connect.service.SparkConnectServer" in command
+    assert command[command.index("--master") + 1] == "spark://spark-master:7077"
+    assert "spark.connect.grpc.binding.port=15002" in command
+    assert not connect.get("ports"), "a Connect server runs any plan a client sends: keep it off the host"
+    assert config["services"]["airflow-scheduler"]["depends_on"]["spark-connect"]["condition"] == "service_healthy"
 
 
 def test_spark_cluster_is_a_master_and_two_workers(config: dict[str, Any]) -> None:

@@ -84,3 +84,56 @@ def test_workers_get_the_venv_python_and_the_project(compiled) -> None:
     assert env["PYSPARK_PYTHON"] and Path(env["PYSPARK_PYTHON"]).name.startswith("python")
     assert env["DAGSPEC_HOME"] == str(REPO)
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+
+
+CONNECT = {
+    "conn_type": "spark_connect",
+    "host": "sc://10.0.0.9",
+    "port": 15002,
+    "password": "s3cret-token",
+    "extra": {"submit_conn_id": "argv_spark"},
+}
+
+
+def test_connect_mode_runs_a_python_client_whose_url_and_token_stay_out_of_argv(
+    compiled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_ARGV_CONNECT", json.dumps(CONNECT))
+    tasks, plan = compiled
+    operator = tasks["out"]
+    operator._conn_id = "argv_connect"
+    assert operator.mode_of(plan["out"], "spark_connect").mode == "connect"
+    command = operator.connect_client_command(plan["out"], force=True, extra=CONNECT["extra"])
+    assert command == [sys.executable, str(REPO / "jobs" / "run_stage.py"), "--force", plan["out"].to_json()]
+    assert not any("s3cret" in part or "10.0.0.9" in part for part in command)
+    env = operator.connect_client_env(CONNECT["extra"])
+    assert env["DAGSPEC_CONNECT_URL"] == "sc://10.0.0.9:15002/;token=s3cret-token"
+    assert env["DAGSPEC_CONNECT_LOCAL"] == "0"
+    assert env["DAGSPEC_HOME"] == str(REPO)
+
+
+def test_a_stage_needing_its_own_driver_is_submitted_through_the_named_spark_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_ARGV_SPARK", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    spec = load_spec(
+        write_spec(
+            tmp_path,
+            """
+dag_id: own
+stages:
+  raw: {kind: read, params: {format: parquet, path: /data/in}}
+  model:
+    kind: train_xgboost
+    inputs: {train: raw}
+    params: {label_col: label, features_col: features}
+""",
+        )
+    )
+    plan = resolve_pipeline(spec, default_context(spec), home=REPO)
+    operator = compile_pipeline(spec, home=REPO, jobs_dir=REPO / "jobs").get_task("model")
+    mode = operator.mode_of(plan["model"], "spark_connect")
+    assert mode.mode == "spark-submit" and "SparkXGB" in mode.reason
+    assert operator._submit_conn_id(CONNECT["extra"], "model", mode) == "argv_spark"
+    with pytest.raises(Exception, match="submit_conn_id"):
+        operator._submit_conn_id({}, "model", mode)

@@ -117,3 +117,26 @@ def test_sigkill_during_commit_leaves_a_broken_checkpoint_that_the_rerun_replace
     assert stage_status(few).done and spark.read.parquet(few.output_path("data")).count() == 5
     leftovers = [p.name for p in Path(few.stage_dir).iterdir() if p.name != few.fingerprint]
     assert leftovers == []
+
+
+def test_a_table_passed_through_unchanged_is_linked_not_rewritten(spark, home, tmp_path: Path) -> None:
+    data = parquet_table(spark, tmp_path, 40)
+    checked = load_spec(
+        write_spec(
+            tmp_path / "c",
+            f"""
+stages:
+  raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
+  checked: {{kind: check, inputs: {{data: raw}}, params: {{rows: {{min: 40}}}}}}
+""",
+        )
+    )
+    plan = run_pipeline_in_process(spark, checked, {})
+    raw_files = sorted((Path(plan["raw"].checkpoint_dir) / "data").glob("*.parquet"))
+    checked_files = sorted((Path(plan["checked"].checkpoint_dir) / "data").glob("*.parquet"))
+    assert [f.name for f in checked_files] == [f.name for f in raw_files] and raw_files
+    assert all(c.stat().st_ino == r.stat().st_ino for c, r in zip(checked_files, raw_files, strict=True))
+    manifest = stage_status(plan["checked"]).done and plan["checked"].checkpoint.manifest()
+    assert manifest and manifest["rows"] == {"data": 40}
+    shutil.rmtree(plan["raw"].checkpoint_dir)  # the check's copy stands on its own
+    assert spark.read.parquet(str(Path(plan["checked"].checkpoint_dir) / "data")).count() == 40

@@ -15,12 +15,12 @@ pytestmark = pytest.mark.integration
 DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 
-def test_two_concurrent_runs_both_succeed_with_one_checkpoint_per_stage(tmp_path: Path) -> None:
+def test_two_concurrent_runs_both_succeed_with_one_checkpoint_per_stage(tmp_path: Path, airflow_home: Path) -> None:
     spec = tmp_path / "pipelines" / "ctr_demo.yaml"
     spec.parent.mkdir()
     spec.write_text((REPO / "pipelines" / "ctr_demo.yaml").read_text().replace("retries: 1", "retries: 0"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
-    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(tmp_path / "airflow"))
+    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home))
     storage = tmp_path / "storage"
     subprocess.run([DAGSPEC, "init"], env=env, check=True, capture_output=True, cwd=REPO, timeout=300)
     cmd = [DAGSPEC, "run", str(spec), "--storage-root", str(storage)]

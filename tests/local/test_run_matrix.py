@@ -32,12 +32,12 @@ stages:
 """
 
 
-def test_the_issues_matrix_example_runs_end_to_end(tmp_path: Path) -> None:
+def test_the_issues_matrix_example_runs_end_to_end(tmp_path: Path, airflow_home: Path) -> None:
     spec = tmp_path / "pipelines" / "matrix_demo.yaml"
     spec.parent.mkdir()
     spec.write_text(SPEC % CRITEO_SAMPLE)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
-    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(tmp_path / "airflow"))
+    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home))
     storage = tmp_path / "storage"
 
     def dagspec(*args: str) -> subprocess.CompletedProcess[str]:

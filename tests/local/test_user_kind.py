@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 
-def test_a_plugin_kind_runs_and_its_edits_rerun_exactly_its_stages(tmp_path: Path) -> None:
+def test_a_plugin_kind_runs_and_its_edits_rerun_exactly_its_stages(tmp_path: Path, airflow_home: Path) -> None:
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "team_kinds.py").write_text(USER_KIND)
@@ -34,7 +34,7 @@ def test_a_plugin_kind_runs_and_its_edits_rerun_exactly_its_stages(tmp_path: Pat
     env.update(
         DAGSPEC_HOME=str(REPO),
         DAGSPEC_PLUGINS=str(plugins),
-        DAGSPEC_AIRFLOW_HOME=str(tmp_path / "airflow"),
+        DAGSPEC_AIRFLOW_HOME=str(airflow_home),
         DAGSPEC_STORAGE_ROOT=str(tmp_path / "storage"),
     )
 

@@ -1,29 +1,40 @@
 """The one Airflow operator dagspec uses: a SparkSubmitOperator that knows about checkpoints.
 
 At run time it resolves the pipeline with the run's params, logs whether the stage will run and
-why, succeeds at once on a checkpoint hit, and otherwise submits ``jobs/run_stage.py`` with the
-resolved stage as its only argument. All the spark-submit work (argv, master from the
-connection, polling, kill) stays in the provider's hook.
+why, succeeds at once on a checkpoint hit, and otherwise runs ``jobs/run_stage.py`` with the
+resolved stage as its only argument, in the mode its connection chooses (``dagspec.plan.modes``):
+
+- a ``spark`` connection: spark-submit, a driver per stage. All the spark-submit work (argv,
+  master from the connection, polling, kill) stays in the provider's hook.
+- a ``spark_connect`` connection: a Python process that is a client of the Connect server (the
+  provider's SparkConnectHook builds the URL; it reaches the process through its environment).
+  A stage that needs a driver of its own is spark-submitted through the ``spark`` connection
+  named by the Connect connection's extra ``submit_conn_id``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from dagspec.errors import ConnectionMissingError, DagspecError
 from dagspec.kinds.catalog import load_catalog
+from dagspec.plan.modes import CONNECT, CONNECT_CONN_TYPE, ExecutionMode, execution_mode
 from dagspec.plan.reasons import is_hit, stage_status
 from dagspec.plan.resolve import ResolvedStage, resolve_pipeline
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
 
+SUBMIT_CONN_EXTRA = "submit_conn_id"  # Connect connection extra: the spark connection of own-driver stages
+LOCAL_SERVER_EXTRA = "dagspec_local_server"  # Connect connection extra: dagspec's local server (restartable)
 TEMPLATE_KEYS = (
     "ds",
     "ds_nodash",
@@ -84,42 +95,110 @@ class DagspecStageOperator(SparkSubmitOperator):
         if status.done:
             self.log.info("checkpoint hit: %s; nothing to run", stage.checkpoint_dir)
             return
-        self._check_connection()
-        self.prepare_submit(stage, force=force)
-        super().execute(context)
+        connection = self._connection(self._conn_id)
+        mode = self.mode_of(stage, connection.conn_type)
+        self.log.info("stage %s: %s", stage.name, mode.line)
+        if mode.mode == CONNECT:
+            self.run_connect_client(stage, force=force, extra=connection.extra_dejson)
+        else:
+            if connection.conn_type == CONNECT_CONN_TYPE:
+                self._conn_id = self._submit_conn_id(connection.extra_dejson, stage.name, mode)
+                self._connection(self._conn_id)
+            self.prepare_submit(stage, force=force)
+            super().execute(context)
         if not is_hit(stage):
-            raise AirflowException(f"spark-submit returned but {stage.checkpoint_dir} is not a complete checkpoint")
+            raise AirflowException(f"the stage returned but {stage.checkpoint_dir} is not a complete checkpoint")
+
+    def mode_of(self, stage: ResolvedStage, connection_type: str) -> ExecutionMode:
+        """The stage's execution mode under a connection of ``connection_type``."""
+        kind = load_catalog(Path(self.home)).get(stage.kind)
+        if kind is None:
+            raise AirflowException(f"stage {stage.name!r}: unknown kind {stage.kind!r}")
+        return execution_mode(kind, stage.conf, connection_type, self._conn_id)
+
+    def _submit_conn_id(self, extra: dict[str, Any], stage_name: str, mode: ExecutionMode) -> str:
+        submit = extra.get(SUBMIT_CONN_EXTRA)
+        if not submit:
+            raise ConnectionMissingError(
+                f"stage {stage_name!r} {mode.reason}, but the Spark Connect connection {self._conn_id!r} names no "
+                f"spark connection to submit it with: set its extra {SUBMIT_CONN_EXTRA!r} to the id of a `spark` "
+                f"connection (local[*], spark://..., yarn, k8s://...)"
+            )
+        return str(submit)
+
+    def connect_client_command(self, stage: ResolvedStage, *, force: bool, extra: dict[str, Any]) -> list[str]:
+        """argv of the Connect client process (the URL, which may hold a token, goes in its environment)."""
+        return [sys.executable, self.application, *(["--force"] if force else []), stage.to_json()]
+
+    def connect_client_env(self, extra: dict[str, Any]) -> dict[str, str]:
+        """Environment of the Connect client process: this one's, the project's, and the server's URL."""
+        env = {**os.environ, **self._base_env()}
+        env["DAGSPEC_CONNECT_URL"] = SparkConnectHook(conn_id=self._conn_id).get_connection_url()
+        env["DAGSPEC_CONNECT_LOCAL"] = "1" if is_true(extra.get(LOCAL_SERVER_EXTRA, False)) else "0"
+        return env
+
+    def run_connect_client(self, stage: ResolvedStage, *, force: bool, extra: dict[str, Any]) -> None:
+        """Run the stage as a client of the Connect server; its output goes to the task log."""
+        argv = self.connect_client_command(stage, force=force, extra=extra)
+        self.log.info("Connect client: %s %s <stage JSON>", argv[0], " ".join(argv[1:-1]))
+        self._client = subprocess.Popen(
+            argv,
+            env=self.connect_client_env(extra),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # on_kill stops it and anything it forked
+        )
+        assert self._client.stdout is not None
+        for line in self._client.stdout:
+            self.log.info("%s", line.rstrip())
+        code = self._client.wait()
+        if code != 0:
+            raise AirflowException(
+                f"stage {stage.name!r} failed (Connect client exit code {code}); see the lines above"
+            )
+
+    def on_kill(self) -> None:
+        client = getattr(self, "_client", None)
+        if client is not None and client.poll() is None:
+            os.killpg(client.pid, 15)
+            return
+        super().on_kill()
 
     def prepare_submit(self, stage: ResolvedStage, *, force: bool) -> None:
         """Set what spark-submit gets: the stage as its argument, the environment, a user kind's module."""
         self.application_args = (["--force"] if force else []) + [stage.to_json()]
         self._spark_binary = self._spark_binary or spark_submit_binary()
-        self.env_vars = {**self._default_env(), **(self.env_vars or {})}
+        self.env_vars = {**self._submit_env(), **(self.env_vars or {})}
         catalog = load_catalog(Path(self.home))
         if catalog.origins.get(stage.kind, "").startswith("plugin "):
             # executors unpickle the kind's closures by module name: ship the plugin file to them
             self.py_files = catalog.files[stage.kind]
 
-    def _check_connection(self) -> None:
+    def _connection(self, conn_id: str) -> Any:
         from airflow.sdk import BaseHook
 
         try:
-            BaseHook.get_connection(self._conn_id)
+            return BaseHook.get_connection(conn_id)
         except AirflowNotFoundException:
             raise ConnectionMissingError(
-                f"Airflow connection {self._conn_id!r} does not exist; without it the Spark provider silently "
-                f"submits to YARN. Create it, e.g. `airflow connections add {self._conn_id} --conn-type spark "
-                f"--conn-host 'local[*]'` (or spark://host:7077, yarn, k8s://...), or run through `dagspec run`."
+                f"Airflow connection {conn_id!r} does not exist; without it the Spark provider silently "
+                f"submits to YARN. Create it, e.g. `airflow connections add {conn_id} --conn-type spark "
+                f"--conn-host 'local[*]'` (or spark://host:7077, yarn, k8s://...; or --conn-type spark_connect "
+                f"--conn-host sc://host --conn-port 15002), or run through `dagspec run`."
             ) from None
 
-    def _default_env(self) -> dict[str, str]:
-        env = {
+    def _base_env(self) -> dict[str, str]:
+        return {
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
             "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
             "DAGSPEC_HOME": self.home,
             **{k: os.environ[k] for k in ("DAGSPEC_PLUGINS",) if os.environ.get(k)},
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         }
+
+    def _submit_env(self) -> dict[str, str]:
+        env = self._base_env()
         master = self._get_hook()._connection["master"]
         if master.startswith("local") or "127.0.0.1" in master or "localhost" in master:
             env["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")

@@ -1,17 +1,92 @@
-"""The spark-submit entry point of every stage: ``run_stage.py [--force] '<resolved stage JSON>'``."""
+"""The entry point of every stage: ``run_stage.py [--force] '<resolved stage JSON>'``.
+
+Under spark-submit it is the stage's own driver. Run by plain Python with ``DAGSPEC_CONNECT_URL``
+set, it is a Spark Connect client of that server (``DAGSPEC_CONNECT_LOCAL=1``: dagspec's local
+server, started first when it does not answer). The URL travels in the environment, not in argv,
+because a remote server's URL may carry a token.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
+import signal
 import sys
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dagspec.errors import DagspecError
+from dagspec.job.connect_server import ensure_server
 from dagspec.job.runtime import run_stage
 from dagspec.job.session import create_session
+from dagspec.kinds.catalog import load_catalog
+from dagspec.plan.modes import is_session_conf
 from dagspec.plan.resolve import ResolvedStage
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 log = logging.getLogger("dagspec.stage")
+CONNECT_URL_VAR = "DAGSPEC_CONNECT_URL"
+CONNECT_LOCAL_VAR = "DAGSPEC_CONNECT_LOCAL"
+_SESSION_NAMESPACE = uuid.UUID("6f1c1e52-3d1b-4b7e-9c55-1d1a9f0c2a77")
+
+
+class ConnectServerError(DagspecError):
+    """The Spark Connect server could not be reached or went away during the stage."""
+
+
+def shared_session_id(url: str, conf: dict[str, str]) -> str:
+    """The server session shared by worker-reusing stages of the same session conf.
+
+    Spark keys a server's Python worker pools by session, so stages in one session find their
+    workers (TensorFlow, XGBoost already imported) alive. Stages with other conf get another
+    session: a stage never changes the conf of a session another stage runs in.
+    """
+    key = json.dumps({"server": url.split(";")[0], "conf": sorted(conf.items())})
+    return str(uuid.uuid5(_SESSION_NAMESPACE, key))
+
+
+def _connect_session(stage: ResolvedStage, url: str) -> SparkSession:
+    if os.environ.get(CONNECT_LOCAL_VAR) == "1":
+        ensure_server(Path(stage.home))
+    conf = {k: v for k, v in stage.conf.items() if is_session_conf(k)}
+    catalog = load_catalog(Path(stage.home))
+    kind = catalog.get(stage.kind)
+    shared = kind is not None and kind.reuse_workers
+    if shared:
+        url = f"{url.rstrip('/')}{'' if ';' in url else '/'};session_id={shared_session_id(url, conf)}"
+    spark = create_session(f"dagspec.{stage.dag_id}.{stage.name}", remote=url, conf=conf)
+    if shared:
+        spark.release_session_on_close = False  # type: ignore[attr-defined]  # other stages use it
+    if catalog.origins.get(stage.kind, "").startswith("plugin "):
+        # the server's Python workers unpickle the kind's closures by module name: send the module
+        spark.addArtifacts(catalog.files[stage.kind], pyfile=True)
+    tag = f"dagspec-{stage.name}-{os.getpid()}"
+    spark.addTag(tag)
+    _interrupt_on_sigterm(spark, tag)
+    return spark
+
+
+def _interrupt_on_sigterm(spark: SparkSession, tag: str) -> None:
+    """On SIGTERM (Airflow killing the task), stop this stage's running jobs on the server too:
+    a Connect server would otherwise finish work nobody waits for."""
+
+    def stop(signum: int, frame: object) -> None:
+        with contextlib.suppress(Exception):
+            spark.interruptTag(tag)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def _is_connection_failure(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__} {exc}"
+    markers = ("UNAVAILABLE", "RETRIES_EXCEEDED", "Connection refused", "failed to connect", "Socket closed")
+    return any(s in text for s in markers)
 
 
 def main(argv: list[str]) -> int:
@@ -24,14 +99,30 @@ def main(argv: list[str]) -> int:
         return 2
     stage = ResolvedStage.from_json(args[0])
     os.environ.setdefault("DAGSPEC_HOME", stage.home)
-    spark = create_session(f"dagspec.{stage.dag_id}.{stage.name}")
+    url = os.environ.get(CONNECT_URL_VAR)
     try:
-        result = run_stage(spark, stage, force=force)
+        spark = _connect_session(stage, url) if url else create_session(f"dagspec.{stage.dag_id}.{stage.name}")
+        try:
+            result = run_stage(spark, stage, force=force)
+        finally:
+            with contextlib.suppress(Exception):  # a dead Connect server cannot release the session
+                spark.stop()
     except DagspecError as exc:
         log.error("stage %s failed: %s", stage.name, exc)
         return 1
-    finally:
-        spark.stop()
+    except Exception as exc:
+        if url and _is_connection_failure(exc):
+            where = url.split(";")[0]  # never the token
+            log.error(
+                "stage %s failed: the Spark Connect server %s stopped answering (%s); nothing was committed, "
+                "a retry runs the stage again%s",
+                stage.name,
+                where,
+                type(exc).__name__,
+                " and restarts the local server" if os.environ.get(CONNECT_LOCAL_VAR) == "1" else "",
+            )
+            return 1
+        raise
     if result.outcome == "hit":
         log.info("checkpoint hit: %s", stage.checkpoint_dir)
     else:

@@ -93,8 +93,11 @@ def run_stage(
         )
         started = datetime.now(UTC)
         t0, cpu0 = time.perf_counter(), _cpu_seconds()
-        outputs: Mapping[str, DataFrame] = kind.function(read_inputs(spark, stage), params, context) or {}
-        manifest_outputs = _write_outputs(spark, stage, context, outputs)
+        inputs = read_inputs(spark, stage)
+        # an input returned unchanged (check passes its table through) is linked, not rewritten
+        unchanged = {id(df): stage.inputs[role].path for role, df in inputs.items() if not isinstance(df, str)}
+        outputs: Mapping[str, DataFrame] = kind.function(inputs, params, context) or {}
+        manifest_outputs = _write_outputs(spark, stage, context, outputs, unchanged)
         manifest = {
             "dag_id": stage.dag_id,
             "stage": stage.name,
@@ -121,15 +124,26 @@ def run_stage(
 
 
 def _write_outputs(
-    spark: SparkSession, stage: ResolvedStage, context: StageContext, outputs: Mapping[str, DataFrame]
+    spark: SparkSession,
+    stage: ResolvedStage,
+    context: StageContext,
+    outputs: Mapping[str, DataFrame],
+    unchanged: Mapping[int, str],
 ) -> dict[str, Any]:
-    """Write the returned tables as Parquet; check every declared output exists; describe them."""
+    """Write the returned tables as Parquet; check every declared output exists; describe them.
+
+    A returned DataFrame that is one of the stage's input DataFrames itself (``unchanged``: its
+    id -> the input's committed folder) is the same data: its files are linked, not re-encoded.
+    """
     from dagspec import storage
 
     for name, df in outputs.items():
         if name not in stage.outputs:
             raise DagspecError(f"kind {stage.kind!r} returned an undeclared output {name!r}")
-        df.write.mode("errorifexists").parquet(context.output_path(name))
+        if id(df) in unchanged:
+            storage.link_tree(unchanged[id(df)], context.output_path(name))
+        else:
+            df.write.mode("error").parquet(context.output_path(name))
     described: dict[str, Any] = {}
     for name, type_ in stage.outputs.items():
         path = context.output_path(name)

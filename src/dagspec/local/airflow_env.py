@@ -73,11 +73,41 @@ def connection_env_var(conn_id: str) -> str:
     return f"AIRFLOW_CONN_{conn_id.upper()}"
 
 
-def ensure_spark_connection(env: dict[str, str], conn_id: str) -> str:
-    """Point ``conn_id`` at local[*] unless it exists (in the environment or the local DB).
+LOCAL_SUBMIT_CONN_ID = "dagspec_local_submit"
+MODES = ("connect", "spark")
+
+
+def local_mode() -> str:
+    """The execution mode of the connections dagspec creates: $DAGSPEC_MODE, else ``connect``."""
+    mode = os.environ.get("DAGSPEC_MODE", "connect")
+    if mode not in MODES:
+        raise DagspecError(f"DAGSPEC_MODE={mode!r}: expected one of {', '.join(MODES)}")
+    return mode
+
+
+def local_connections(mode: str) -> dict[str, dict[str, Any]]:
+    """The default connection of ``mode`` (key ``""``) and the connections it refers to."""
+    submit = {"conn_type": "spark", "host": "local[*]"}
+    if mode == "spark":
+        return {"": submit}
+    from dagspec.job.connect_server import ServerSettings
+
+    connect = {
+        "conn_type": "spark_connect",
+        "host": "sc://127.0.0.1",
+        "port": ServerSettings.from_env().port,
+        # stages that need a driver of their own are spark-submitted through this one
+        "extra": {"submit_conn_id": LOCAL_SUBMIT_CONN_ID, "dagspec_local_server": True},
+    }
+    return {"": connect, LOCAL_SUBMIT_CONN_ID: submit}
+
+
+def ensure_spark_connection(env: dict[str, str], conn_id: str, mode: str | None = None) -> str:
+    """Point ``conn_id`` at the local default of ``mode`` unless it exists (in the environment or the DB).
 
     Returns where it came from. Airflow 3 creates no connections, and without one the provider
-    silently submits to YARN.
+    silently submits to YARN. The local default of ``connect`` mode is dagspec's local Spark
+    Connect server, with ``local[*]`` spark-submit for the stages that need a driver of their own.
     """
     var = connection_env_var(conn_id)
     if os.environ.get(var):
@@ -87,8 +117,19 @@ def ensure_spark_connection(env: dict[str, str], conn_id: str) -> str:
     with sqlite3.connect(db) as con:
         if con.execute("SELECT 1 FROM connection WHERE conn_id = ?", (conn_id,)).fetchone():
             return "airflow db"
-    env[var] = json.dumps({"conn_type": "spark", "host": "local[*]"})
-    return "local[*] (default)"
+    mode = mode or local_mode()
+    for other_id, connection in local_connections(mode).items():
+        env[connection_env_var(other_id or conn_id)] = json.dumps(connection)
+    return "local Spark Connect server" if mode == "connect" else "local[*] (default)"
+
+
+def uses_local_server(env: dict[str, str], conn_id: str) -> bool:
+    """Is ``conn_id`` (as set in ``env``) dagspec's local Connect server?"""
+    text = env.get(connection_env_var(conn_id), "")
+    if not text.startswith("{"):
+        return False
+    extra = json.loads(text).get("extra") or {}
+    return bool(isinstance(extra, dict) and extra.get("dagspec_local_server"))
 
 
 def holds_secret(connection: str) -> bool:

@@ -7,7 +7,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dagspec.local.airflow_env import airflow_env, ensure_airflow_db, ensure_spark_connection
+from dagspec.job.connect_server import ensure_server, stop_server
+from dagspec.local.airflow_env import airflow_env, ensure_airflow_db, ensure_spark_connection, uses_local_server
 from dagspec.processes import (
     ServiceError,
     ServiceGroup,
@@ -108,6 +109,8 @@ def airflow_up(
     if not port_free(port):
         raise ServiceError(f"port {port} on 127.0.0.1 is in use; stop what uses it or pick another port")
     env = airflow_environment(home, port, parallelism)
+    if uses_local_server(env, "spark_default"):
+        ensure_server(home, run_dir)  # before the scheduler: a first task must not wait for its start
     airflow = str(Path(sys.executable).parent / "airflow")
     url = f"http://127.0.0.1:{port}"
     specs = [
@@ -154,6 +157,7 @@ def airflow_down(*, home: Path | None = None, run_dir: Path | None = None) -> st
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
     group = ServiceGroup.load(run_dir, AIRFLOW)
-    if group is None:
-        return "Airflow: not running"
-    return "\n".join(["Airflow stopped:", *(f"  {line}" for line in group.stop(run_dir))])
+    stopped = "Airflow: not running"
+    if group is not None:
+        stopped = "\n".join(["Airflow stopped:", *(f"  {line}" for line in group.stop(run_dir))])
+    return f"{stopped}\n{stop_server(home, run_dir)}"

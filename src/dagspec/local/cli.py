@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from dagspec.errors import DagspecError, SpecError
+from dagspec.job import connect_server
 from dagspec.kinds.catalog import load_catalog
 from dagspec.local import airflow_server, cluster
 from dagspec.local.gc import cmd_gc
@@ -73,6 +74,18 @@ def cmd_service(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_connect(args: argparse.Namespace) -> int:
+    """Start, stop or check the local Spark Connect server."""
+    home = project_home()
+    if args.action == "up":
+        print(f"Spark Connect server answering at {connect_server.ensure_server(home)}")
+    elif args.action == "down":
+        print(connect_server.stop_server(home))
+    else:
+        print(connect_server.server_status(home))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dagspec", description=__doc__.splitlines()[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -100,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage-root")
     p.add_argument("--force", action="store_true", help="recompute every stage")
     p.add_argument("-v", "--verbose", action="store_true", help="stream Airflow's output")
+    p.add_argument(
+        "--mode",
+        choices=["connect", "spark"],
+        help="execution mode of the connection dagspec creates when none exists (default connect, or $DAGSPEC_MODE)",
+    )
     p.set_defaults(func=cmd_run)
 
     p = verbs.add_parser("init", help="create the local Airflow home and .dagspec/env")
@@ -123,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = verbs.add_parser(service, help=f"start or stop the local {service} (background processes)")
         p.add_argument("action", choices=["up", "down", "status"])
         p.set_defaults(func=cmd_service, service=service)
+
+    p = verbs.add_parser("connect", help="start, stop or check the local Spark Connect server (127.0.0.1)")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.set_defaults(func=cmd_connect)
     return parser
 
 

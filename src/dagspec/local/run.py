@@ -14,8 +14,19 @@ from pathlib import Path
 from typing import IO, Any
 
 from dagspec.errors import DagspecError
-from dagspec.local.airflow_env import airflow_argv, prepare_local_airflow
+from dagspec.job.connect_server import ensure_server
+from dagspec.kinds.catalog import load_catalog
+from dagspec.local.airflow_env import (
+    airflow_argv,
+    airflow_env,
+    connection_env_var,
+    local_connections,
+    local_mode,
+    prepare_local_airflow,
+    uses_local_server,
+)
 from dagspec.local.project import absolute_root, display, load, parse_overrides
+from dagspec.plan.modes import execution_mode
 from dagspec.plan.reasons import stage_status
 from dagspec.plan.resolve import default_context, resolve_pipeline
 from dagspec.spec.loader import pipelines_dir
@@ -23,21 +34,47 @@ from dagspec.spec.models import FORCE_PARAM, PipelineSpec
 from dagspec.storage import project_home
 
 
+def connection_type(conn_id: str, home: Path) -> str:
+    """The type of connection ``conn_id`` as a local run would see it: environment, local DB, default."""
+    text = os.environ.get(connection_env_var(conn_id), "").strip()
+    if text.startswith("{"):
+        return str(json.loads(text).get("conn_type", ""))
+    if text:
+        return text.partition("://")[0].replace("-", "_")
+    db = Path(airflow_env(home)["AIRFLOW_HOME"]) / "airflow.db"
+    if db.exists():
+        with sqlite3.connect(db, timeout=10) as con:
+            row = con.execute("SELECT conn_type FROM connection WHERE conn_id = ?", (conn_id,)).fetchone()
+        if row:
+            return str(row[0])
+    return str(local_connections(local_mode())[""]["conn_type"])
+
+
 def stage_rows(spec: PipelineSpec, overrides: dict[str, Any], storage_root: str | None) -> list[dict[str, Any]]:
-    """Per stage: name, kind, inputs, fingerprint, state, reasons, output path (for ``show``)."""
+    """Per stage: name, kind, inputs, fingerprint, state, reasons, mode, output path (for ``show``)."""
     plan = resolve_pipeline(spec, default_context(spec, overrides), storage_root=storage_root)
     forced = bool(overrides.get(FORCE_PARAM))
+    home = project_home()
+    catalog = load_catalog(home)
+    conn_type = connection_type(spec.spark.conn_id, home)
     rows = []
     for stage in plan.values():
         status = stage_status(stage, forced=forced)
+        definition = catalog.get(stage.kind)
+        mode = execution_mode(definition, stage.conf, conn_type, spec.spark.conn_id) if definition else None
         rows.append(
             {
                 "name": stage.name,
                 "kind": stage.kind,
+                "matrix": {"stage": spec.written_stage(stage.name), "values": spec.matrix_of(stage.name)}
+                if spec.matrix_of(stage.name)
+                else None,
                 "inputs": {role: f"{i.stage}.{i.output}" for role, i in stage.inputs.items()},
                 "fingerprint": stage.fingerprint,
                 "state": status.state,
                 "reasons": status.reasons,
+                "mode": mode.mode if mode else None,
+                "mode_reason": mode.reason if mode else None,
                 "output": stage.checkpoint_dir,
             }
         )
@@ -56,8 +93,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     for row in rows:
         inputs = ", ".join(f"{k}={v}" for k, v in row["inputs"].items()) or "-"
         print(f"  {row['name']:20} {row['kind']:22} {row['fingerprint']}  {row['state']:7}  in: {inputs}")
+        if row["matrix"]:
+            values = ", ".join(f"{k}={v}" for k, v in row["matrix"]["values"].items())
+            print(f"  {'':20}   matrix stage {row['matrix']['stage']}: {values}")
         for reason in row["reasons"]:
             print(f"  {'':20}   - {reason}")
+        if row["mode"]:
+            print(f"  {'':20}   mode: {row['mode']} ({row['mode_reason']})")
         print(f"  {'':20} -> {row['output']}")
     return 0
 
@@ -122,7 +164,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ["DAGSPEC_PIPELINES"] = str(spec_path.parent)
     if args.storage_root:
         os.environ["DAGSPEC_STORAGE_ROOT"] = absolute_root(args.storage_root) or ""
+    if args.mode:
+        os.environ["DAGSPEC_MODE"] = args.mode
     env = prepare_local_airflow(home, [spec.spark.conn_id])
+    if uses_local_server(env, spec.spark.conn_id):
+        print(f"Spark Connect server: {ensure_server(home)} (`dagspec connect down` stops it)")
     log_dir = home / ".dagspec" / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{spec.dag_id}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"

@@ -1,0 +1,161 @@
+"""Pipeline overhead: a dagspec pipeline against the same work hand-written in one PySpark process.
+
+    .venv/bin/python bench/pipeline_overhead.py --rows 20000 2000000 --repeat 3
+
+The pipeline (the issue's): read a Criteo TSV -> undersample -> 80/20 split -> export train and
+test as Parquet; 5 stages. Run side by side, interleaved round by round, in one invocation:
+
+- ``dagspec connect``: ``dagspec run --force`` in Connect mode (the default): every stage a client
+  of the long-lived local Spark Connect server (started before timing, as a user's would be);
+- ``dagspec spark``: ``dagspec run --force --mode spark``: a spark-submit (a JVM) per stage;
+- ``script``: one ``python`` process doing the same work with a local[*] SparkSession: parse with
+  the Criteo schema and keep bad rows aside, exact undersampling to the minority class
+  (seeded ranks), a seeded 80/20 split, two Parquet writes.
+
+Each variant's whole command is timed (wall). The no-op section runs a one-stage pipeline
+(``sql: SELECT 1``) with ``--force`` in both modes and reports the task's duration as Airflow
+records it: the fixed cost of a stage. The input is the shared 1,000-line Criteo sample repeated
+to ``--rows`` lines. Medians over ``--repeat`` rounds; ratios are against the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO.parent / "shared" / "data" / "criteo" / "criteo_1tb_sample_1000.tsv"
+DAGSPEC = str(Path(sys.executable).parent / "dagspec")
+
+PIPELINE = """\
+dag_id: bench_overhead
+schedule: null
+start_date: 2026-01-01
+params:
+  input: {{type: string, default: {input}}}
+spark:
+  conf: {{spark.sql.shuffle.partitions: 4}}
+stages:
+  raw: {{kind: read, params: {{format: tsv, path: "{{{{ params.input }}}}", schema: criteo}}}}
+  balanced: {{kind: undersample, inputs: {{data: raw}}, params: {{label_col: label, seed: 42}}}}
+  split:
+    kind: split
+    inputs: {{data: balanced}}
+    params: {{fractions: {{train: 0.8, test: 0.2}}, seed: 42, shuffle: [train]}}
+  train_out: {{kind: export, inputs: {{data: split.train}}, params: {{path: bench/overhead/train}}}}
+  test_out: {{kind: export, inputs: {{data: split.test}}, params: {{path: bench/overhead/test}}}}
+"""
+
+NOOP = """\
+dag_id: bench_noop_stage
+schedule: null
+start_date: 2026-01-01
+spark:
+  conf: {spark.sql.shuffle.partitions: 1}
+stages:
+  noop: {kind: sql, params: {query: SELECT 1 AS x}}
+"""
+
+SCRIPT = r"""
+import sys, time
+from pyspark.sql import SparkSession, functions as F, types as T, Window
+src, out = sys.argv[1], sys.argv[2]
+spark = (SparkSession.builder.master("local[*]").config("spark.sql.shuffle.partitions", "4")
+         .config("spark.ui.enabled", "false").getOrCreate())
+fields = [T.StructField("label", T.IntegerType())]
+fields += [T.StructField(f"I{i}", T.IntegerType()) for i in range(1, 14)]
+fields += [T.StructField(f"C{i}", T.StringType()) for i in range(1, 27)]
+fields += [T.StructField("_bad", T.StringType())]
+raw = (spark.read.schema(T.StructType(fields)).option("sep", "\t").option("mode", "PERMISSIVE")
+       .option("columnNameOfCorruptRecord", "_bad").csv(src).cache())
+raw.where(F.col("_bad").isNotNull()).write.mode("overwrite").parquet(out + "/rejected")
+good = raw.where(F.col("_bad").isNull() & F.col("label").isNotNull()).drop("_bad")
+counts = {r["label"]: r["count"] for r in good.groupBy("label").count().collect()}
+quota = min(counts.values())
+ranked = good.withColumn("_r", F.row_number().over(Window.partitionBy("label").orderBy(F.rand(42))))
+balanced = ranked.where(F.col("_r") <= quota).drop("_r")
+train, test = balanced.randomSplit([0.8, 0.2], seed=42)
+train.orderBy(F.rand(42)).write.mode("overwrite").parquet(out + "/train")
+test.write.mode("overwrite").parquet(out + "/test")
+spark.stop()
+"""
+
+
+def input_file(rows: int, folder: Path) -> Path:
+    """The shared sample repeated to ``rows`` lines (written once per size)."""
+    path = folder / f"criteo_{rows}.tsv"
+    if not path.exists():
+        lines = SAMPLE.read_text().splitlines(keepends=True)
+        with path.open("w") as out:
+            for i in range(rows):
+                out.write(lines[i % len(lines)])
+    return path
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:4])} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return wall, done.stdout
+
+
+def task_seconds(stdout: str, task: str) -> float:
+    match = re.search(rf"^\s+{task}\s+success\s+([0-9.]+) s", stdout, re.MULTILINE)
+    if not match:
+        raise SystemExit(f"no duration of task {task!r} in:\n{stdout}")
+    return float(match.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[20_000, 2_000_000])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="dagspec-bench-overhead-"))
+    specs = work / "pipelines"
+    specs.mkdir()
+    env = {**os.environ, "DAGSPEC_STORAGE_ROOT": str(work / "storage"), "PYSPARK_PYTHON": sys.executable}
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    noop = specs / "bench_noop_stage.yaml"
+    noop.write_text(NOOP)
+    subprocess.run([DAGSPEC, "connect", "up"], env=env, check=True, cwd=REPO)  # long-lived: not timed
+    results: dict[tuple[str, str], list[float]] = {}
+    for rows in args.rows:
+        data = input_file(rows, work)
+        spec = specs / f"bench_overhead_{rows}.yaml"
+        spec.write_text(PIPELINE.format(input=data).replace("bench_overhead", f"bench_overhead_{rows}", 1))
+        variants = {
+            "dagspec connect": [DAGSPEC, "run", str(spec), "--force", "--mode", "connect"],
+            "dagspec spark": [DAGSPEC, "run", str(spec), "--force", "--mode", "spark"],
+            "script": [sys.executable, "-c", SCRIPT, str(data), str(work / f"script_{rows}")],
+        }
+        for _ in range(args.repeat):
+            for name, argv in variants.items():
+                wall, _ = timed(argv, env)
+                results.setdefault((f"{rows:,} rows", name), []).append(wall)
+                print(f"{rows:>9,} rows  {name:16} {wall:7.1f} s", flush=True)
+    for _ in range(args.repeat):
+        for mode in ("connect", "spark"):
+            _, out = timed([DAGSPEC, "run", str(noop), "--force", "--mode", mode], env)
+            results.setdefault(("no-op stage", f"task duration, {mode}"), []).append(task_seconds(out, "noop"))
+    print("\n| input | variant | median s | min-max s | runs | ratio to script |")
+    print("|---|---|---:|---:|---:|---:|")
+    for (what, name), values in results.items():
+        median = statistics.median(values)
+        script = results.get((what, "script"))
+        ratio = f"{median / statistics.median(script):.2f}x" if script else ""
+        print(f"| {what} | {name} | {median:.1f} | {min(values):.1f}-{max(values):.1f} | {len(values)} | {ratio} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Which way a stage runs: as a client of a Spark Connect server, or by spark-submit with its own driver.
+
+The Airflow connection chooses (a ``spark_connect`` connection selects Connect mode; a ``spark``
+connection spark-submits every stage), and within Connect mode a stage keeps a driver of its own
+when it cannot be a Connect client: its kind says so (RDDs, the JVM gateway, SparkXGB, heavy
+single-node training), or its Spark conf holds a setting that only a new driver can take.
+``dagspec show`` and the Airflow task log print the same mode and reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dagspec.kinds.base import KindDef
+from dagspec.plan.fingerprint import RESOURCE_ONLY_CONF
+
+CONNECT = "connect"
+SUBMIT = "spark-submit"
+CONNECT_CONN_TYPE = "spark_connect"
+
+# spark.sql.* settings a running server cannot change per session (they are read when it starts)
+STATIC_SQL_CONF = (
+    "spark.sql.extensions",
+    "spark.sql.warehouse.dir",
+    "spark.sql.catalogImplementation",
+    "spark.sql.catalog.",
+    "spark.sql.hive.",
+    "spark.sql.queryExecutionListeners",
+    "spark.sql.streaming.streamingQueryListeners",
+)
+
+
+@dataclass(frozen=True)
+class ExecutionMode:
+    """How one stage runs and why; ``line`` is what the log and ``dagspec show`` print."""
+
+    mode: str
+    reason: str
+
+    @property
+    def line(self) -> str:
+        return f"mode: {self.mode} ({self.reason})"
+
+
+def _matches(key: str, prefixes: tuple[str, ...]) -> bool:
+    return any(key == p or (p.endswith(".") and key.startswith(p)) for p in prefixes)
+
+
+def is_resource_conf(key: str) -> bool:
+    """A setting that sizes or places the work without changing its result (see the fingerprint)."""
+    return _matches(key, RESOURCE_ONLY_CONF)
+
+
+def is_session_conf(key: str) -> bool:
+    """A setting a Connect client may set on its own session of a running server."""
+    return key.startswith("spark.sql.") and not _matches(key, STATIC_SQL_CONF)
+
+
+def driver_only_conf(conf: dict[str, str]) -> list[str]:
+    """Keys that change results and that only a driver of the stage's own can take."""
+    return sorted(k for k in conf if not is_session_conf(k) and not is_resource_conf(k))
+
+
+def execution_mode(kind: KindDef, conf: dict[str, str], connection_type: str, conn_id: str) -> ExecutionMode:
+    """The mode of a stage of ``kind`` with ``conf`` under a connection of ``connection_type``."""
+    if connection_type != CONNECT_CONN_TYPE:
+        return ExecutionMode(SUBMIT, f"connection {conn_id!r} is of type {connection_type!r}")
+    if kind.driver == "own":
+        return ExecutionMode(SUBMIT, f"needs a driver of its own: {kind.driver_reason or 'declared by its kind'}")
+    static = driver_only_conf(conf)
+    if static:
+        return ExecutionMode(SUBMIT, f"spark conf {', '.join(static)} is no session setting of a Connect server")
+    return ExecutionMode(CONNECT, f"a client of the Spark Connect server of connection {conn_id!r}")

@@ -1,0 +1,94 @@
+"""The local Spark Connect server: started once and reused, and a server killed mid-stage fails the
+attempt with a clear message while the retry starts a new server and completes the run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dagspec.job.connect_server import GROUP, ServerSettings, answering, ensure_server
+from dagspec.processes import ServiceGroup, default_run_dir
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+DAGSPEC = str(Path(sys.executable).parent / "dagspec")
+
+# ~4e8 joined rows: seconds of work, so the server can be killed while the stage's client waits
+SLOW_SPEC = """
+dag_id: connect_kill
+default_args: {retries: 1, retry_delay: 1}
+stages:
+  slow:
+    kind: sql
+    params: {query: "SELECT sum(a.id * b.id) AS s FROM range(20000) a CROSS JOIN range(20000) b"}
+"""
+
+
+def _server_pid() -> int:
+    group = ServiceGroup.load(default_run_dir(REPO), GROUP)
+    assert group is not None
+    return group.processes[0].pid
+
+
+def _client_running(stage: str) -> bool:
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "run_stage.py" in cmdline and '"dag_id":"connect_kill"' in cmdline and f'"name":"{stage}"' in cmdline:
+            return True
+    return False
+
+
+def test_the_server_is_started_once_and_reused() -> None:
+    url = ensure_server(REPO)
+    pid = _server_pid()
+    assert url == ServerSettings.from_env().url and answering(ServerSettings.from_env().port)
+    assert ensure_server(REPO) == url and _server_pid() == pid
+    status = subprocess.run([DAGSPEC, "connect", "status"], capture_output=True, text=True, check=True, cwd=REPO)
+    assert f"Spark Connect server: up  {url}  (pid {pid}" in status.stdout
+
+
+def test_a_killed_server_fails_the_attempt_clearly_and_the_retry_restarts_it(
+    tmp_path: Path, airflow_home: Path
+) -> None:
+    ensure_server(REPO)
+    old_pid = _server_pid()
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    spec = pipelines / "connect_kill.yaml"
+    spec.write_text(SLOW_SPEC)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
+    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home), DAGSPEC_MODE="connect")
+    run = subprocess.Popen(
+        [DAGSPEC, "run", str(spec), "--storage-root", str(tmp_path / "storage")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+    )
+    attempts = tmp_path / "storage" / "connect_kill" / "slow"
+    deadline = time.time() + 300
+    # the attempt folder exists once the client has its session and the lease: the query is next
+    while time.time() < deadline and run.poll() is None and not list(attempts.glob("_tmp-*")):
+        time.sleep(0.1)
+    assert _client_running("slow"), "the stage ended before the server could be killed"
+    time.sleep(1)
+    os.killpg(old_pid, signal.SIGKILL)
+    output = run.communicate(timeout=600)[0]
+    assert run.returncode == 0, output
+    log = (REPO / output.split("log: ")[1].split()[0]).read_text()
+    assert "the Spark Connect server sc://127.0.0.1:" in log and "stopped answering" in log
+    assert "a retry runs the stage again and restarts the local server" in log
+    assert _server_pid() != old_pid and answering(ServerSettings.from_env().port)
+    assert list((tmp_path / "storage" / "connect_kill" / "slow").glob("*/_SUCCESS"))
