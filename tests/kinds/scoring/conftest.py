@@ -33,9 +33,10 @@ def saved_model(inputs: Inputs, params: SavedModelParams, ctx: StageContext) -> 
     return {}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def saved_model_kind() -> Iterator[None]:
-    """``test_saved_model`` in the catalog of the project the tests run in (``home``: the repo), then out again."""
+    """``test_saved_model`` in the catalog of the project the tests run in (``home``: the repo), then out
+    again when this package's tests are done (later tests, e.g. the schema's, see only real kinds)."""
     from dagspec.kinds.catalog import load_catalog
 
     definition = kind_of(saved_model)
