@@ -32,24 +32,15 @@ from dagspec.plan.modes import CONNECT, CONNECT_CONN_TYPE, ExecutionMode, execut
 from dagspec.plan.reasons import is_hit, stage_status
 from dagspec.plan.resolve import ResolvedStage, resolve_pipeline
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
+from dagspec.spec.params import RUN_CONTEXT_KEYS
 
 SUBMIT_CONN_EXTRA = "submit_conn_id"  # Connect connection extra: the spark connection of own-driver stages
 LOCAL_SERVER_EXTRA = "dagspec_local_server"  # Connect connection extra: dagspec's local server (restartable)
-TEMPLATE_KEYS = (
-    "ds",
-    "ds_nodash",
-    "ts",
-    "ts_nodash",
-    "run_id",
-    "logical_date",
-    "data_interval_start",
-    "data_interval_end",
-)
 
 
 def template_context(context: Any) -> dict[str, Any]:
     """The part of Airflow's context a spec's templates may use."""
-    values = {key: context.get(key) for key in TEMPLATE_KEYS if context.get(key) is not None}
+    values = {key: context.get(key) for key in RUN_CONTEXT_KEYS if context.get(key) is not None}
     values["params"] = dict(context.get("params") or {})
     return values
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dagspec.job.connect_server import spark_home
 from dagspec.processes import (
     ServiceError,
     ServiceGroup,
@@ -23,16 +24,6 @@ from dagspec.storage import project_home
 
 CLUSTER = "cluster"
 MASTER_WEBUI_PORT = 8180  # Spark's default 8080 is Airflow's UI port
-
-
-def spark_home() -> Path:
-    """The pyspark package directory: it carries bin/spark-class and the jars of a full Spark."""
-    import importlib.util
-
-    found = importlib.util.find_spec("pyspark")
-    if found is None or found.origin is None:
-        raise ServiceError("pyspark is not installed in this environment")
-    return Path(found.origin).parent
 
 
 def spark_env(run_dir: Path) -> dict[str, str]:
