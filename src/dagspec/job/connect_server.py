@@ -85,18 +85,24 @@ def server_argv(settings: ServerSettings) -> list[str]:
     ]  # fmt: skip
 
 
-def server_env(home: Path, run_dir: Path) -> dict[str, str]:
+def spark_env(run_dir: Path) -> dict[str, str]:
+    """Environment of a local Spark JVM (a server, a master or a worker) and the executors it starts."""
     python = sys.executable
     return {
         **os.environ,
         "SPARK_HOME": str(spark_home()),
+        # executors start Python workers with this; the system python has no pandas/pyarrow
         "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", python),
         "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", python),
+        # else Spark binds and advertises the machine's external interface
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(run_dir),
-        "DAGSPEC_HOME": str(home),
         "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+
+
+def server_env(home: Path, run_dir: Path) -> dict[str, str]:
+    return {**spark_env(run_dir), "DAGSPEC_HOME": str(home)}
 
 
 def server_status(home: Path, run_dir: Path | None = None) -> str:

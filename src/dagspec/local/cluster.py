@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dagspec.job.connect_server import spark_home
+from dagspec.job.connect_server import spark_env, spark_home
 from dagspec.processes import (
     ServiceError,
     ServiceGroup,
@@ -26,22 +24,13 @@ CLUSTER = "cluster"
 MASTER_WEBUI_PORT = 8180  # Spark's default 8080 is Airflow's UI port
 
 
-def spark_env(run_dir: Path) -> dict[str, str]:
+def cluster_env(run_dir: Path) -> dict[str, str]:
     """Environment of the master and workers (and so of the executors the workers start)."""
-    python = sys.executable
     return {
-        **os.environ,
-        "SPARK_HOME": str(spark_home()),
-        # executors start Python workers with this; the system python has no pandas/pyarrow
-        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", python),
-        "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", python),
-        # else Spark binds and advertises the machine's external interface
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_LOG_DIR": str(run_dir),
+        **spark_env(run_dir),
         "SPARK_WORKER_DIR": str(run_dir / "spark-work"),
         # the REST submission server would take the fixed port 6066 and clash with a second cluster
         "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
-        "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
 
 
@@ -104,7 +93,7 @@ def cluster_up(
     spark_class = str(spark_home() / "bin" / "spark-class")
     master_url = f"spark://127.0.0.1:{port}"
     webui_url = f"http://127.0.0.1:{webui_port}"
-    env = spark_env(run_dir)
+    env = cluster_env(run_dir)
     master = [
         spark_class, "org.apache.spark.deploy.master.Master",
         "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui_port),

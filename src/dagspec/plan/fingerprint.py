@@ -60,13 +60,14 @@ RESOURCE_ONLY_CONF: tuple[str, ...] = (
 )
 
 
+def conf_key_in(key: str, entries: tuple[str, ...]) -> bool:
+    """Is ``key`` one of ``entries``, or under one of them that ends with a dot (a prefix)?"""
+    return any(key == e or (e.endswith(".") and key.startswith(e)) for e in entries)
+
+
 def result_conf(conf: Mapping[str, Any]) -> dict[str, str]:
     """The conf entries that can change what a stage computes (all but the resource-only ones)."""
-    return {
-        key: str(value)
-        for key, value in sorted(conf.items())
-        if not any(key == r or (r.endswith(".") and key.startswith(r)) for r in RESOURCE_ONLY_CONF)
-    }
+    return {key: str(value) for key, value in sorted(conf.items()) if not conf_key_in(key, RESOURCE_ONLY_CONF)}
 
 
 Roots = tuple[tuple[str | None, Path], ...]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dagspec.kinds.base import KindDef
-from dagspec.plan.fingerprint import RESOURCE_ONLY_CONF
+from dagspec.plan.fingerprint import RESOURCE_ONLY_CONF, conf_key_in
 
 CONNECT = "connect"
 SUBMIT = "spark-submit"
@@ -42,18 +42,14 @@ class ExecutionMode:
         return f"mode: {self.mode} ({self.reason})"
 
 
-def _matches(key: str, prefixes: tuple[str, ...]) -> bool:
-    return any(key == p or (p.endswith(".") and key.startswith(p)) for p in prefixes)
-
-
 def is_resource_conf(key: str) -> bool:
     """A setting that sizes or places the work without changing its result (see the fingerprint)."""
-    return _matches(key, RESOURCE_ONLY_CONF)
+    return conf_key_in(key, RESOURCE_ONLY_CONF)
 
 
 def is_session_conf(key: str) -> bool:
     """A setting a Connect client may set on its own session of a running server."""
-    return key.startswith("spark.sql.") and not _matches(key, STATIC_SQL_CONF)
+    return key.startswith("spark.sql.") and not conf_key_in(key, STATIC_SQL_CONF)
 
 
 def driver_only_conf(conf: dict[str, str]) -> list[str]:
