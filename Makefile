@@ -26,6 +26,7 @@ $(STAMP): requirements.txt pyproject.toml Makefile
 	fi
 	@$(PY) -m compileall -q -j 0 $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') src dags jobs \
 		>/dev/null || echo "compileall: some files did not compile (they still import, only slower)"
+	@$(VENV)/bin/dagspec jvm-archive || echo "dagspec jvm-archive failed: Spark JVMs start without the class archive"
 	@touch $(STAMP)
 
 bootstrap: $(STAMP)

@@ -26,6 +26,7 @@ from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
+from dagspec import jvm
 from dagspec.errors import ConnectionMissingError, DagspecError
 from dagspec.kinds.catalog import load_catalog
 from dagspec.plan.modes import CONNECT, CONNECT_CONN_TYPE, ExecutionMode, execution_mode
@@ -189,7 +190,7 @@ class DagspecStageOperator(SparkSubmitOperator):
         }
 
     def _submit_env(self) -> dict[str, str]:
-        env = self._base_env()
+        env = {**self._base_env(), **jvm.jvm_env()}
         master = self._get_hook()._connection["master"]
         if master.startswith("local") or "127.0.0.1" in master or "localhost" in master:
             env["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")

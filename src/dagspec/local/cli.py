@@ -1,4 +1,4 @@
-"""The ``dagspec`` command: validate, list, show, run, init, generate, cluster, airflow.
+"""The ``dagspec`` command: validate, list, show, run, init, generate, cluster, airflow, connect, jvm-archive.
 
 Heavy modules (Airflow, Spark) are imported only by the verbs that need them, so ``validate`` and
 ``show`` answer in well under a second.
@@ -86,6 +86,14 @@ def cmd_connect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_jvm_archive(args: argparse.Namespace) -> int:
+    """Build the JVM class archive (dagspec.jvm); Spark works without it, only slower to start."""
+    from dagspec.job.jvm_archive import build_archive
+
+    print(build_archive(force=args.force))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dagspec", description=__doc__.splitlines()[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -145,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = verbs.add_parser("connect", help="start, stop or check the local Spark Connect server (127.0.0.1)")
     p.add_argument("action", choices=["up", "down", "status"])
     p.set_defaults(func=cmd_connect)
+
+    p = verbs.add_parser("jvm-archive", help="build the class archive that makes Spark JVMs start faster (once)")
+    p.add_argument("--force", action="store_true", help="rebuild it even if it exists")
+    p.set_defaults(func=cmd_jvm_archive)
     return parser
 
 
