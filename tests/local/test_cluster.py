@@ -129,13 +129,18 @@ def _stage_rows(spec: Path, storage: Path) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("name", SPECS)
 def test_pipeline_on_the_cluster_matches_local(
-    name: str, cluster: ClusterStatus, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str,
+    cluster: ClusterStatus,
+    spark: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    airflow_home: Path,
 ) -> None:
     spec_path = _spec_path(name)
     spec = load_spec(spec_path)
 
     started = time.monotonic()
-    on_cluster = _dagspec_run(spec_path, tmp_path / "cluster", tmp_path / "airflow", cluster.master_url)
+    on_cluster = _dagspec_run(spec_path, tmp_path / "cluster", airflow_home, cluster.master_url)
     cluster_s = time.monotonic() - started
     assert on_cluster.returncode == 0, on_cluster.stdout[-3000:] + on_cluster.stderr[-3000:]
 
@@ -195,7 +200,9 @@ stages:
 """
 
 
-def test_two_worker_keras_and_sparkxgb_train_on_the_cluster(cluster: ClusterStatus, tmp_path: Path) -> None:
+def test_two_worker_keras_and_sparkxgb_train_on_the_cluster(
+    cluster: ClusterStatus, tmp_path: Path, airflow_home: Path
+) -> None:
     from dagspec.kinds.catalog import get_kind
     from tests.conftest import CRITEO_SAMPLE
 
@@ -206,7 +213,7 @@ def test_two_worker_keras_and_sparkxgb_train_on_the_cluster(cluster: ClusterStat
     spec_path.parent.mkdir()
     spec_path.write_text(TRAINING_SPEC % CRITEO_SAMPLE)
     started = time.monotonic()
-    done = _dagspec_run(spec_path, tmp_path / "storage", tmp_path / "airflow", cluster.master_url)
+    done = _dagspec_run(spec_path, tmp_path / "storage", airflow_home, cluster.master_url)
     print(f"cluster_training: {time.monotonic() - started:.1f} s on the cluster")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert cluster.webui_url is not None

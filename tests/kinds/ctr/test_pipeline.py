@@ -32,7 +32,7 @@ def test_criteo_ctr_pipeline_on_the_real_sample(spark, home, tmp_path: Path) -> 
     # the sizes shape the DAG (a matrix), so they are the spec's default, not a run's param; the
     # gate's floor is lowered: 250 test rows with one click say nothing about a model's quality
     spec = (REPO / "pipelines" / "criteo_ctr.yaml").read_text()
-    spec = spec.replace("default: [10000, 30000, 100000]", "default: [100, 200, 400]")
+    spec = spec.replace("default: [10000, 30000, 100000]", "default: [100, 400]")
     spec = spec.replace("__100000", "__400").replace(
         "params: {metric: roc_auc, min: 0.7}", "params: {metric: roc_auc, min: 0}"
     )
@@ -43,17 +43,17 @@ def test_criteo_ctr_pipeline_on_the_real_sample(spark, home, tmp_path: Path) -> 
     assert manifest(plan["train_days"])["rows"] == {"data": 700}
     assert manifest(plan["train_checked"])["metrics"]["violations"] == 0
     assert manifest(plan["test"])["rows"] == {"data": 250}
-    assert [manifest(plan[f"sample__{n}"])["rows"]["data"] for n in (100, 200, 400)] == [100, 200, 400]
-    # nested: the 100-row sample is inside the 200-row one
+    assert [manifest(plan[f"sample__{n}"])["rows"]["data"] for n in (100, 400)] == [100, 400]
+    # nested: the 100-row sample is inside the 400-row one
     s1 = spark.read.parquet(plan["sample__100"].output_path("data"))
-    s2 = spark.read.parquet(plan["sample__200"].output_path("data"))
+    s2 = spark.read.parquet(plan["sample__400"].output_path("data"))
     assert s1.exceptAll(s2).count() == 0
     report_dir = Path(plan["report"].output_path("report"))
     with (report_dir / "metrics.tsv").open() as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))
     assert list(rows[0]) == ["Engine", "Train size", "ROC AUC", "Log loss", "Train time", "Maximum memory", "CPU load"]
     assert {(r["Engine"], int(r["Train size"])) for r in rows} == {
-        (e, n) for e in ("xgb_single", "xgb_spark", "lr", "rf") for n in (100, 200, 400)
+        (e, n) for e in ("xgb_single", "xgb_spark", "lr", "rf") for n in (100, 400)
     }
     # Every report row is exactly its evaluate stage's metrics.json (eval_<engine>__<size>), so a
     # row taken from the wrong report or a wrong column fails. The test day of the sample holds 2

@@ -20,7 +20,7 @@ from tests.helpers import manifest, write_spec
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
-ROUNDS = 400
+ROUNDS = 150
 
 
 def _submit(stage_json: str) -> subprocess.Popen:
