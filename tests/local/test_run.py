@@ -72,6 +72,8 @@ def show(project: dict[str, Path], *params: str) -> dict[str, dict]:
 
 
 def test_first_run_computes_every_stage(project) -> None:
+    # spark mode's whole run is the killed-driver test below (and the cluster tests', tests/local/test_cluster.py)
+    only_in_connect_mode(project)
     assert {r["state"] for r in show(project).values()} == {"missing"}
     done = dagspec_run(project)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -141,10 +143,11 @@ def _spark_driver_pids(app_name: str) -> list[int]:
 def test_a_killed_stage_leaves_nothing_trusted_and_the_rerun_recomputes_only_it(project) -> None:
     if project["mode"] == "connect":
         pytest.skip("kills a stage's own driver; Connect mode's failure is the server's (test_connect_server.py)")
+    # spark mode starts from an empty storage root: this run commits the stages before split with a
+    # spark-submit each, then split's driver is killed while it writes
     params = ("-p", "test_fraction=0.4")
     split_fp = show(project, "test_fraction=0.4")["split"]["fingerprint"]
     split_dir = project["storage"] / "ctr_demo" / "split"
-    before = manifests(project)
     cmd = [DAGSPEC, "run", str(project["spec"]), "--storage-root", str(project["storage"]), *params]
     run = subprocess.Popen(
         cmd, env=env_for(project), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO
@@ -164,6 +167,8 @@ def test_a_killed_stage_leaves_nothing_trusted_and_the_rerun_recomputes_only_it(
     assert run.returncode != 0
     assert not (split_dir / split_fp / "_SUCCESS").exists()
     assert show(project, "test_fraction=0.4")["split"]["state"] == "missing"
+    before = manifests(project)
+    assert {key.split("/")[0] for key in before} == {"raw", "raw_checked", "balanced"}
 
     done = dagspec_run(project, *params)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -171,6 +176,12 @@ def test_a_killed_stage_leaves_nothing_trusted_and_the_rerun_recomputes_only_it(
     assert {k: after[k] for k in before} == before
     assert {k.split("/")[0] for k in set(after) - set(before)} == {"split", "train_out"}
     assert not list(split_dir.glob("_tmp-*")), "the rerun cleans up the killed attempt"
+    # every stage ran as a spark-submit of its own, on the connection's local[*] master
+    rows = show(project, "test_fraction=0.4")
+    assert {r["state"] for r in rows.values()} == {"done"} and {r["mode"] for r in rows.values()} == {"spark-submit"}
+    assert {m["spark"]["master"] for m in after.values()} == {"local[*]"}
+    log = run_log(done)
+    assert "Spark-Submit cmd" in log and "stage split: mode: spark-submit" in log
 
 
 def test_a_missing_spark_connection_fails_with_a_clear_message(project, tmp_path: Path) -> None:
