@@ -28,7 +28,7 @@ from dagspec.spec.models import PipelineSpec
 from tests.conftest import REPO
 from tests.helpers import run_pipeline_in_process
 
-pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.system, pytest.mark.timeout(3600)]
 
 # Small shipped pipelines, physics first; the ones not in pipelines/ (yet) are skipped.
 SPECS = ["hep_zz_features"]  # the small physics ingestion; ctr_demo adds minutes and no new path

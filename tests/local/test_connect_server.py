@@ -58,6 +58,7 @@ def test_the_server_is_started_once_and_reused() -> None:
     assert f"Spark Connect server: up  {url}  (pid {pid}" in status.stdout
 
 
+@pytest.mark.system
 def test_a_killed_server_fails_the_attempt_clearly_and_the_retry_restarts_it(
     tmp_path: Path, airflow_home: Path
 ) -> None:

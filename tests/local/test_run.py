@@ -140,6 +140,7 @@ def _spark_driver_pids(app_name: str) -> list[int]:
     return [int(p) for p in done.stdout.split()]
 
 
+@pytest.mark.system
 def test_a_killed_stage_leaves_nothing_trusted_and_the_rerun_recomputes_only_it(project) -> None:
     if project["mode"] == "connect":
         pytest.skip("kills a stage's own driver; Connect mode's failure is the server's (test_connect_server.py)")

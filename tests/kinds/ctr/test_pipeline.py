@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import CRITEO_SAMPLE, REPO
 from tests.helpers import load_and_run, manifest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.system]
 
 
 def test_criteo_ctr_pipeline_on_the_real_sample(spark, home, tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from dagspec.spec.loader import load_spec
 from tests.conftest import CRITEO_SAMPLE, REPO
 from tests.helpers import manifest, write_spec
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.system]
 
 ROUNDS = 150
 
