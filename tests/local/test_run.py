@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,12 +24,9 @@ pytestmark = pytest.mark.integration
 DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 
-@pytest.fixture(scope="module", params=["connect", "spark"])
-def project(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, airflow_home: Path
-) -> dict[str, Path]:
-    """A pipelines folder with the demo (no retries, so a killed stage fails fast) and its own Airflow."""
-    base = tmp_path_factory.mktemp(f"run-{request.param}")
+def _project(mode: str, tmp_path_factory: pytest.TempPathFactory, airflow_home: Path) -> dict[str, Any]:
+    """A pipelines folder with the demo (no retries, so a killed stage fails fast) and its storage root."""
+    base = tmp_path_factory.mktemp(f"run-{mode}")
     pipelines = base / "pipelines"
     pipelines.mkdir()
     demo = (REPO / "pipelines" / "ctr_demo.yaml").read_text()
@@ -37,9 +35,23 @@ def project(
         "base": base,
         "spec": pipelines / "ctr_demo.yaml",
         "storage": base / "storage",
-        "mode": request.param,
+        "mode": mode,
         "airflow": airflow_home,
     }
+
+
+# Two fixtures, not one parametrized one: the tests of a mode build on each other's storage, and a
+# module fixture parametrized by mode is set up again whenever the test order alternates modes.
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, airflow_home: Path) -> dict[str, Any]:
+    """Connect mode: every stage a client of the local Spark Connect server."""
+    return _project("connect", tmp_path_factory, airflow_home)
+
+
+@pytest.fixture(scope="module")
+def spark_project(tmp_path_factory: pytest.TempPathFactory, airflow_home: Path) -> dict[str, Any]:
+    """spark mode: a spark-submit per stage."""
+    return _project("spark", tmp_path_factory, airflow_home)
 
 
 def env_for(project: dict[str, Path]) -> dict[str, str]:
@@ -73,7 +85,6 @@ def show(project: dict[str, Path], *params: str) -> dict[str, dict]:
 
 def test_first_run_computes_every_stage(project) -> None:
     # spark mode's whole run is the killed-driver test below (and the cluster tests', tests/local/test_cluster.py)
-    only_in_connect_mode(project)
     assert {r["state"] for r in show(project).values()} == {"missing"}
     done = dagspec_run(project)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -102,14 +113,8 @@ def run_log(done: subprocess.CompletedProcess[str]) -> str:
     return (REPO / match.group(1)).read_text()
 
 
-def only_in_connect_mode(project: dict[str, Path]) -> None:
-    """Hits and fingerprints are decided by the operator before it picks a mode: one mode tests them."""
-    if project["mode"] != "connect":
-        pytest.skip("decided before the execution mode is chosen: tested in Connect mode")
-
-
 def test_second_run_is_all_checkpoint_hits(project) -> None:
-    only_in_connect_mode(project)
+    # hits and fingerprints are decided by the operator before it picks a mode: one mode tests them
     before = manifests(project)
     done = dagspec_run(project)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -123,7 +128,6 @@ def test_second_run_is_all_checkpoint_hits(project) -> None:
 
 
 def test_changing_one_param_reruns_exactly_the_affected_stages(project) -> None:
-    only_in_connect_mode(project)
     before = manifests(project)
     done = dagspec_run(project, "-p", "test_fraction=0.3")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -141,9 +145,9 @@ def _spark_driver_pids(app_name: str) -> list[int]:
 
 
 @pytest.mark.system
-def test_a_killed_stage_leaves_nothing_trusted_and_the_rerun_recomputes_only_it(project) -> None:
-    if project["mode"] == "connect":
-        pytest.skip("kills a stage's own driver; Connect mode's failure is the server's (test_connect_server.py)")
+def test_a_killed_stage_leaves_nothing_trusted_and_the_rerun_recomputes_only_it(spark_project) -> None:
+    # kills a stage's own driver: spark mode (Connect mode's failure is the server's, test_connect_server.py)
+    project = spark_project
     # spark mode starts from an empty storage root: this run commits the stages before split with a
     # spark-submit each, then split's driver is killed while it writes
     params = ("-p", "test_fraction=0.4")
@@ -185,9 +189,9 @@ def test_a_killed_stage_leaves_nothing_trusted_and_the_rerun_recomputes_only_it(
     assert "Spark-Submit cmd" in log and "stage split: mode: spark-submit" in log
 
 
-def test_a_missing_spark_connection_fails_with_a_clear_message(project, tmp_path: Path) -> None:
-    if project["mode"] == "connect":
-        pytest.skip("the missing connection is found before any mode is chosen: checked once")
+def test_a_missing_spark_connection_fails_with_a_clear_message(spark_project, tmp_path: Path) -> None:
+    # found before any mode is chosen: checked once
+    project = spark_project
     spec = project["spec"].parent / "no_conn.yaml"
     spec.write_text(
         "spark: {conn_id: dagspec_missing_conn}\nstages:\n  q: {kind: sql, params: {query: 'select 1 as x'}}\n"
