@@ -61,47 +61,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return REPO
 
 
-# `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadgroup`): a test goes to
-# the worker of its group, in file order. A file is its own group (module fixtures and tests that
-# follow each other stay together); these share one, because they share the local Spark Connect
-# server (they start it, reuse it, or kill it on purpose) or a package fixture.
-SHARED_GROUPS = {
-    "tests/local/test_run.py": "connect-server",
-    "tests/local/test_run_matrix.py": "connect-server",
-    "tests/local/test_concurrency.py": "connect-server",
-    "tests/local/test_connect_server.py": "connect-server",
-    "tests/local/test_user_kind.py": "connect-server",
-    "tests/airflow/test_ui.py": "connect-server",  # `airflow up` starts the server, `down` stops it
-    "tests/kinds/scoring/": "scoring-models",
-}
+@pytest.fixture(scope="session", autouse=True)
+def _stop_the_connect_server_we_started() -> Iterator[None]:
+    """Runs through `dagspec run` start the local Spark Connect server and reuse it; stop it at the end
+    unless it was already running (a developer's own)."""
+    from dagspec.job.connect_server import ServerSettings, answering, stop_server
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        path = item.path.relative_to(REPO).as_posix()
-        group = next((g for prefix, g in SHARED_GROUPS.items() if path.startswith(prefix)), path)
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
-def _is_xdist_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Runs through `dagspec run` start the local Spark Connect server and reuse it: note whether it
-    was already running (a developer's own) before any worker starts."""
-    from dagspec.job.connect_server import ServerSettings, answering
-
-    if not _is_xdist_worker(session.config):
-        session.config.stash[_SERVER_WAS_RUNNING] = answering(ServerSettings.from_env().port)
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Stop the server the tests started, once every worker is done (here, not in a worker)."""
-    from dagspec.job.connect_server import stop_server
-
-    if not _is_xdist_worker(session.config) and not session.config.stash.get(_SERVER_WAS_RUNNING, True):
+    was_running = answering(ServerSettings.from_env().port)
+    yield
+    if not was_running:
         stop_server(REPO)
-
-
-_SERVER_WAS_RUNNING = pytest.StashKey[bool]()
