@@ -3,7 +3,7 @@
 A spark-submit, the Connect server and a local cluster's daemons and executors each start a JVM
 that loads thousands of classes from Spark's jars before doing any work; from a dynamic CDS
 archive (JDK 13+) they are mapped instead. Measured on the 2-core machine, a one-job spark-submit:
-15.8 s wall / 24.2 s CPU without, 10.2 s / 15.8 s with the archive (bench/RESULTS.md).
+15.4 s wall / 25.7 s CPU without, 9.8 s / 15.6 s with the archive (bench/jvm_start.py, bench/RESULTS.md).
 
 The archive is built once per install (``dagspec jvm-archive``, run by ``make bootstrap``) into the
 environment's ``share/dagspec`` folder, keyed by the pyspark version. JVMs started by dagspec get it

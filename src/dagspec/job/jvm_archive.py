@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 from dagspec import jvm
 from dagspec.job import jvm_warmup
+from dagspec.job.connect_server import spark_env, spark_home
 
 
 def build_archive(*, force: bool = False) -> str:
@@ -19,11 +18,10 @@ def build_archive(*, force: bool = False) -> str:
         return f"JVM class archive: {target} (exists; --force rebuilds it)"
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}")
-    env = {k: v for k, v in os.environ.items() if k != jvm.JAVA_OPTIONS_VAR}  # dump from the JDK's own base
-    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env = spark_env(target.parent)
+    env.pop(jvm.JAVA_OPTIONS_VAR, None)  # dump on the JDK's own base archive, not on an older one of ours
     argv = [
-        str(Path(sys.executable).parent / "spark-submit"),
+        str(spark_home() / "bin" / "spark-submit"),
         "--master",
         "local[2]",
         "--conf",

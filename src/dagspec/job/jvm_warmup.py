@@ -3,7 +3,6 @@ the paths every stage takes (CSV and Parquet I/O, shuffles, windows, a pandas UD
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,4 +37,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    sys.exit(0)
