@@ -61,13 +61,72 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return REPO
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _stop_the_connect_server_we_started() -> Iterator[None]:
-    """Runs through `dagspec run` start the local Spark Connect server and reuse it; stop it at the end
-    unless it was already running (a developer's own)."""
-    from dagspec.job.connect_server import ServerSettings, answering, stop_server
+# `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadfile`). A file stays in one
+# worker (module fixtures and tests that build on each other stay together); the files below share a
+# group, because they share the local Spark Connect server (they start it, reuse it, or kill it on
+# purpose) or a package fixture. The longest groups come first so neither worker is left with a long
+# tail. pytest 9.2 keeps a node id that xdist 3.8's `xdist_group` marks cannot suffix, so the groups
+# are given to xdist's own file scheduler here instead of as marks.
+SHARED_GROUPS = {
+    "tests/local/test_run.py": "connect-server",
+    "tests/local/test_run_matrix.py": "connect-server",
+    "tests/local/test_concurrency.py": "connect-server",
+    "tests/local/test_connect_server.py": "connect-server",
+    "tests/local/test_user_kind.py": "connect-server",
+    "tests/airflow/test_ui.py": "connect-server",  # `airflow up` starts the server, `down` stops it
+    "tests/kinds/scoring/": "scoring-models",
+}
+LONGEST_FIRST = [
+    "connect-server",
+    "tests/local/test_cluster.py",
+    "tests/kinds/ctr/test_pipeline.py",
+    "tests/kinds/training/test_xgboost_resume.py",
+    "tests/kinds/training/test_train_keras_resume.py",
+]
 
-    was_running = answering(ServerSettings.from_env().port)
-    yield
-    if not was_running:
+
+def shared_state_scope(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return next((group for prefix, group in SHARED_GROUPS.items() if path.startswith(prefix)), path)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(shared_state_scope(item.nodeid), len(rank)))  # stable: file order kept
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedStateScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_state_scope(nodeid)
+
+    return SharedStateScheduling(config, log)
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Runs through `dagspec run` start the local Spark Connect server and reuse it: note whether it
+    was already running (a developer's own) before any worker starts."""
+    from dagspec.job.connect_server import ServerSettings, answering
+
+    if not _is_xdist_worker(session.config):
+        session.config.stash[_SERVER_WAS_RUNNING] = answering(ServerSettings.from_env().port)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the server the tests started, once every worker is done (here, not in a worker)."""
+    from dagspec.job.connect_server import stop_server
+
+    if not _is_xdist_worker(session.config) and not session.config.stash.get(_SERVER_WAS_RUNNING, True):
         stop_server(REPO)
+
+
+_SERVER_WAS_RUNNING = pytest.StashKey[bool]()
