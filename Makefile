@@ -56,7 +56,7 @@ browser:
 	fi
 
 test: bootstrap lint browser
-	$(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	-@[ -x $(VENV)/bin/dagspec ] && $(VENV)/bin/dagspec cluster down; [ -x $(VENV)/bin/dagspec ] && $(VENV)/bin/dagspec airflow down

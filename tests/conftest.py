@@ -61,12 +61,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return REPO
 
 
-# `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadfile`). A file stays in one
-# worker (module fixtures and tests that build on each other stay together); the files below share a
-# group, because they share the local Spark Connect server (they start it, reuse it, or kill it on
-# purpose) or a package fixture. The longest groups come first so neither worker is left with a long
-# tail. pytest 9.2 keeps a node id that xdist 3.8's `xdist_group` marks cannot suffix, so the groups
-# are given to xdist's own file scheduler here instead of as marks.
+# `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadfile`). A file stays in
+# one worker (module fixtures and tests that build on each other stay together); the files below
+# share a group, because they share the local Spark Connect server (they start it, reuse it, or kill
+# it on purpose) or a package fixture; xdist queues the groups with the most tests first. pytest 9.2
+# keeps a node id that xdist 3.8's `xdist_group` marks cannot suffix, so the groups are given to
+# xdist's own file scheduler here instead of as marks.
 SHARED_GROUPS = {
     "tests/local/test_run.py": "connect-server",
     "tests/local/test_run_matrix.py": "connect-server",
@@ -76,23 +76,11 @@ SHARED_GROUPS = {
     "tests/airflow/test_ui.py": "connect-server",  # `airflow up` starts the server, `down` stops it
     "tests/kinds/scoring/": "scoring-models",
 }
-LONGEST_FIRST = [
-    "connect-server",
-    "tests/local/test_cluster.py",
-    "tests/kinds/ctr/test_pipeline.py",
-    "tests/kinds/training/test_xgboost_resume.py",
-    "tests/kinds/training/test_train_keras_resume.py",
-]
 
 
 def shared_state_scope(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
     return next((group for prefix, group in SHARED_GROUPS.items() if path.startswith(prefix)), path)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(shared_state_scope(item.nodeid), len(rank)))  # stable: file order kept
 
 
 @pytest.hookimpl(optionalhook=True)
