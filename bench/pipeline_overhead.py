@@ -18,8 +18,8 @@ command is timed (wall). The no-op section runs a pipeline of five independent `
 stages with ``--force`` in both modes and reports the task durations Airflow records: the first
 task of a run also pays ``airflow dags test``'s one-time start of its in-process execution API
 (~5 s, once per command whatever the number of stages), so the fixed cost of a stage is the
-median over the other four, and the first is reported beside it. The input is the shared 1,000-line Criteo sample repeated
-to ``--rows`` lines. Medians over ``--repeat`` rounds; ratios are against the script.
+median over the other four, and the first is reported beside it. The input is the shared
+1,000-line Criteo sample repeated to ``--rows`` lines. Medians over ``--repeat`` rounds; ratios are against the script.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def task_seconds(stdout: str) -> list[float]:
     log = re.search(r"log: (\S+\.log)", stdout)
     if len(durations) != NOOP_STAGES or not log:
         raise SystemExit(f"expected {NOOP_STAGES} no-op task durations and a log in:\n{stdout}")
-    text = (REPO / log.group(1)).read_text() if not log.group(1).startswith("/") else Path(log.group(1)).read_text()
+    text = (REPO / log.group(1)).read_text()  # an absolute log path replaces REPO
     ran = re.findall(r"\[DAG TEST\] running task <TaskInstance: bench_noop_stages\.(noop\d+) ", text)
     return [float(durations[task]) for task in ran]
 

@@ -96,6 +96,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     return SharedStateScheduling(config, log)
 
 
+_SERVER_WAS_RUNNING = pytest.StashKey[bool]()
+
+
 def _is_xdist_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -115,6 +118,3 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
     if not _is_xdist_worker(session.config) and not session.config.stash.get(_SERVER_WAS_RUNNING, True):
         stop_server(REPO)
-
-
-_SERVER_WAS_RUNNING = pytest.StashKey[bool]()
