@@ -153,6 +153,10 @@ def test_topology_features_pads_accepts_vectors_and_rejects_bad_input(spark, tmp
     assert [(r.n, r.k) for r in sizes] == [(8, 4)]
     one = fixed.where(F.size("lfeatures") == 1).first()
     assert one is not None and one.GRU_input[1:] == [[0.0] * 19] * 7
+    lean = add_topology_features(as_vector, TopologyFeaturesParams(max_particles=8, num_classes=4, keep_raw=False))
+    assert lean.columns == ["event_id", "label", "HLF_input", "encoded_label", "GRU_input"]
+    by_id = {r.event_id: r.GRU_input for r in fixed.select("event_id", "GRU_input").collect()}
+    assert {r.event_id: r.GRU_input for r in lean.select("event_id", "GRU_input").collect()} == by_id
 
     with pytest.raises(StageFailedError, match="must hold 15 values"):
         add_topology_features(df, TopologyFeaturesParams(hlf_size=15))

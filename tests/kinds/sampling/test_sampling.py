@@ -31,6 +31,17 @@ def test_sample_is_exact_and_nested_sizes_nest(spark, home, tmp_path: Path) -> N
         for name in ("n10", "n300", "n3000")
     }
     assert ids["n10"] < ids["n300"] < ids["n3000"]
+    wider = write_spec(
+        tmp_path / "p2",
+        f"""
+        stages:
+          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
+          nested: {{kind: sample, inputs: {{data: raw}}, params: {{sizes: [10, 300, 4500], seed: 5}}}}
+        """,
+    )
+    widened = load_and_run(spark, wider)["nested"]
+    for name in ("n10", "n300"):  # a larger size added: the smaller samples stay the same rows
+        assert {r.id for r in spark.read.parquet(widened.output_path(name)).select("id").collect()} == ids[name]
     assert manifest(plan["indep"])["rows"] == {"n10": 10, "n300": 300}
     one = spark.read.parquet(plan["one"].output_path("data"))
     assert one.select("id").distinct().count() == 1234  # no row twice
@@ -76,3 +87,42 @@ def test_undersample_to_minority_and_to_explicit_counts(spark, home, tmp_path: P
         for r in spark.read.parquet(plan["explicit"].output_path("data")).groupBy("label").count().collect()
     }
     assert explicit == {1: 100, 2: 50}
+
+
+def test_the_draw_depends_on_the_rows_not_on_how_the_files_split_them(spark, home, tmp_path: Path) -> None:
+    """The same rows as one file or as seven in another order: the same rows drawn by every kind."""
+    from pyspark.sql import functions as F
+
+    source = spark.read.parquet(str(parquet_table(spark, tmp_path, 3000, {0: 0.1, 1: 0.6, 2: 0.3})))
+    source = source.withColumn("values", F.array(F.col("id") * 0.5, F.col("id") % 7))
+    layouts = {"one_file": source.coalesce(1), "seven_files": source.orderBy(F.desc("id")).repartition(7)}
+    drawn: dict[str, dict[str, set[int]]] = {}
+    for layout, frame in layouts.items():
+        frame.write.parquet(str(tmp_path / layout))
+        spec = write_spec(
+            tmp_path / f"p_{layout}",
+            f"""
+            stages:
+              raw: {{kind: read, params: {{format: parquet, path: "{tmp_path / layout}"}}}}
+              balanced: {{kind: undersample, inputs: {{data: raw}}, params: {{seed: 3}}}}
+              parts: {{kind: split, inputs: {{data: raw}}, params: {{fractions: {{train: 0.8, test: 0.2}}, seed: 3}}}}
+              some: {{kind: sample, inputs: {{data: raw}}, params: {{n: 700, seed: 3}}}}
+              after: {{kind: split, inputs: {{data: balanced}}, params: {{fractions: {{a: 0.8, b: 0.2}}, seed: 3}}}}
+              again: {{kind: split, inputs: {{data: parts.train}}, params: {{fractions: {{a: 0.8, b: 0.2}}, seed: 3}}}}
+            """,
+        )
+        plan = load_and_run(spark, spec)
+        outputs = {"balanced": ("balanced", "data"), "train": ("parts", "train"), "test": ("parts", "test")}
+        outputs |= {"some": ("some", "data"), "after_b": ("after", "b"), "again_b": ("again", "b")}
+        drawn[layout] = {
+            name: {r.id for r in spark.read.parquet(plan[stage].output_path(port)).select("id").collect()}
+            for name, (stage, port) in outputs.items()
+        }
+    assert drawn["one_file"] == drawn["seven_files"]
+    split = drawn["one_file"]
+    assert not split["train"] & split["test"] and len(split["train"] | split["test"]) == 3000
+    assert 0.75 < len(split["train"]) / 3000 < 0.85
+    assert len(split["some"]) == 700
+    # the same seed downstream draws anew: a split of the undersampled rows, or of a split's output
+    assert 0.14 < len(split["after_b"]) / len(split["balanced"]) < 0.26
+    assert 0.16 < len(split["again_b"]) / len(split["train"]) < 0.24

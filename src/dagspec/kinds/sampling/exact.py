@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import num_partitions
+from dagspec.kinds.sampling.row_hash import row_hash
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def take_exact(df: DataFrame, quotas: Mapping[str, int], seed: int, class_col: str | None = None) -> DataFrame:
+def take_exact(
+    df: DataFrame,
+    quotas: Mapping[str, int],
+    seed: int,
+    salt: str,
+    class_col: str | None = None,
+    key: Sequence[str] | None = None,
+) -> DataFrame:
     """Exactly ``quotas[c]`` rows of each class ``c`` (or of the whole table under key ''), at random.
 
-    Every row gets a seeded random rank (ties broken by a row id). Only the narrow table of
+    Every row's rank is a seeded hash of its values (``row_hash``: the same rows whatever the
+    partitioning; ties, i.e. identical rows, broken by a row id). Only the narrow table of
     (class, rank, id) is sorted: range-partitioned and sorted by (class, rank, id), each partition
     holds a contiguous slice of every class's order; a tiny per-partition count table gives each
     partition's offset, which finds, per class, the (rank, id) of the last row within the quota.
@@ -25,10 +34,10 @@ def take_exact(df: DataFrame, quotas: Mapping[str, int], seed: int, class_col: s
     """
     from pyspark.sql import functions as F
 
-    key = F.col(class_col).cast("string") if class_col else F.lit("")
+    class_key = F.col(class_col).cast("string") if class_col else F.lit("")
     ranked = (
-        df.withColumn("__class", key)
-        .withColumn("__rank", F.rand(seed))
+        df.withColumn("__class", class_key)
+        .withColumn("__rank", row_hash(df, seed, salt, key))
         .withColumn("__row", F.monotonically_increasing_id())
     )
     thresholds = _thresholds(ranked.select("__class", "__rank", "__row"), quotas)
@@ -39,7 +48,7 @@ def take_exact(df: DataFrame, quotas: Mapping[str, int], seed: int, class_col: s
     return ranked.where(keep).drop("__class", "__rank", "__row")
 
 
-def _thresholds(narrow: DataFrame, quotas: Mapping[str, int]) -> dict[str, tuple[float, int]]:
+def _thresholds(narrow: DataFrame, quotas: Mapping[str, int]) -> dict[str, tuple[int, int]]:
     """Per class with a positive quota: the (rank, row id) of its quota-th row in (rank, id) order."""
     from pyspark.sql import functions as F
 
@@ -72,6 +81,6 @@ def _thresholds(narrow: DataFrame, quotas: Mapping[str, int]) -> dict[str, tuple
             return {}
         last_map = F.create_map(*[e for c, p in last.items() for e in (F.lit(c), F.lit(p).cast("long"))])
         rows = ordered.where(position == last_map[F.col("__class")]).select("__class", "__rank", "__row").collect()
-        return {r["__class"]: (float(r["__rank"]), int(r["__row"])) for r in rows}
+        return {r["__class"]: (int(r["__rank"]), int(r["__row"])) for r in rows}
     finally:
         ordered.unpersist()

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, kind
 from dagspec.kinds.sampling.exact import take_exact
+from dagspec.kinds.sampling.row_hash import DrawParams
 
 
-class SampleParams(StageParams):
+class SampleParams(DrawParams):
     """Exactly ``n`` rows (output ``data``), or one output ``n<size>`` per entry of ``sizes``."""
 
     n: int | None = Field(default=None, ge=1)
     sizes: list[int] | None = Field(default=None, min_length=1)
     nested: bool = Field(default=True, description="sizes: each sample contains the smaller ones")
-    seed: int = 42
 
     @model_validator(mode="after")
     def _n_or_sizes(self) -> SampleParams:
@@ -46,12 +46,15 @@ def sample(inputs: Inputs, params: SampleParams, ctx: StageContext) -> Outputs:
     result = {}
     if params.nested:
         largest = max(sizes.values())
-        base = take_exact(df, {"": largest}, params.seed).persist()
+        base = take_exact(df, {"": largest}, params.seed, ctx.stage_name, key=params.key).persist()
         for name, size in sizes.items():
-            # the same seed over the same base gives the same ranks, so smaller samples nest
-            result[name] = take_exact(base, {"": size}, params.seed + 1) if size < largest else base
+            # the same hash ranks the base as it ranked the input: each sample is the input's `size`
+            # lowest-ranked rows, so smaller samples nest and do not change when a larger size is added
+            result[name] = (
+                take_exact(base, {"": size}, params.seed, ctx.stage_name, key=params.key) if size < largest else base
+            )
     else:
-        for i, (name, size) in enumerate(sizes.items()):
-            result[name] = take_exact(df, {"": size}, params.seed + i)
+        for name, size in sizes.items():
+            result[name] = take_exact(df, {"": size}, params.seed, f"{ctx.stage_name}/{name}", key=params.key)
     ctx.metrics["sizes"] = sizes
     return result

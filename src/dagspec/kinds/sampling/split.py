@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
-from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, kind
 from dagspec.kinds.quality.labels import class_counts, require_classes
+from dagspec.kinds.sampling.row_hash import DrawParams, row_hash, row_uniform
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
-class SplitParams(StageParams):
-    """Random split into named outputs (Spark's randomSplit), optionally shuffling some outputs."""
+class SplitParams(DrawParams):
+    """Random split into named outputs by a seeded hash of each row, optionally shuffling some outputs."""
 
     fractions: dict[str, float] = Field(min_length=2)
-    seed: int = 42
     shuffle: list[str] = Field(default_factory=list)
     label_col: str | None = Field(
         default=None, description="when set: null labels fail the split with the count; class counts in the manifest"
@@ -47,8 +51,6 @@ class SplitParams(StageParams):
 )
 def split(inputs: Inputs, params: SplitParams, ctx: StageContext) -> Outputs:
     """Split randomly into named outputs (stage.train, stage.test, ...)."""
-    from pyspark.sql import functions as F
-
     df = inputs["data"]
     assert not isinstance(df, str)
     if params.label_col is not None:  # one grouped count, before any row moves
@@ -56,9 +58,19 @@ def split(inputs: Inputs, params: SplitParams, ctx: StageContext) -> Outputs:
         if params.classes is not None:
             require_classes(counts, params.label_col, params.classes, "split")
         ctx.metrics["class_counts"] = counts
+    # not randomSplit: its draw follows the scan's partitioning (see row_hash), and it sorts every
+    # partition by all columns first
+    draw = row_uniform(df, params.seed, ctx.stage_name, params.key)
+    outputs: dict[str, DataFrame] = {}
+    low = 0.0
     names = list(params.fractions)
-    parts = df.randomSplit([params.fractions[n] for n in names], seed=params.seed)
-    return {
-        name: part.orderBy(F.rand(params.seed)) if name in params.shuffle else part
-        for name, part in zip(names, parts, strict=True)
-    }
+    for i, name in enumerate(names):
+        high = low + params.fractions[name]
+        part = df.where((draw >= low) & (draw < high)) if i < len(names) - 1 else df.where(draw >= low)
+        outputs[name] = (
+            part.orderBy(row_hash(df, params.seed, f"{ctx.stage_name}/shuffle", params.key))
+            if name in params.shuffle
+            else part
+        )
+        low = high
+    return outputs

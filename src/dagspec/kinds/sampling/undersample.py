@@ -5,16 +5,16 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, kind
 from dagspec.kinds.quality.labels import class_counts
 from dagspec.kinds.sampling.exact import take_exact
+from dagspec.kinds.sampling.row_hash import DrawParams
 
 
-class UndersampleParams(StageParams):
+class UndersampleParams(DrawParams):
     """Undersample to the minority class count, or to explicit per-class counts."""
 
     label_col: str = "label"
-    seed: int = 42
     target_counts: dict[str, int] | None = Field(
         default=None, description="class value (as a string) -> rows to keep; default: the minority count"
     )
@@ -41,7 +41,7 @@ def undersample(inputs: Inputs, params: UndersampleParams, ctx: StageContext) ->
     else:
         minority = min(before.values())
         quotas = {c: minority for c in before}
-    result = take_exact(df, quotas, params.seed, params.label_col)
+    result = take_exact(df, quotas, params.seed, ctx.stage_name, params.label_col, params.key)
     ctx.metrics["class_counts_before"] = before
     ctx.metrics["class_counts_after"] = {c: min(q, before.get(c, 0)) for c, q in quotas.items()}
     return {"data": result}
