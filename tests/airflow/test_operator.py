@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -95,6 +96,11 @@ CONNECT = {
 }
 
 
+def connection(fields: dict) -> SimpleNamespace:
+    """What the operator reads of an Airflow Connection."""
+    return SimpleNamespace(conn_type=fields["conn_type"], host=fields.get("host"), extra_dejson=fields.get("extra", {}))
+
+
 def test_connect_mode_runs_a_python_client_whose_url_and_token_stay_out_of_argv(
     compiled, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -102,7 +108,7 @@ def test_connect_mode_runs_a_python_client_whose_url_and_token_stay_out_of_argv(
     tasks, plan = compiled
     operator = tasks["out"]
     operator._conn_id = "argv_connect"
-    assert operator.mode_of(plan["out"], "spark_connect").mode == "connect"
+    assert operator.mode_of(plan["out"], connection(CONNECT)).mode == "connect"
     command = operator.connect_client_command(plan["out"], force=True, extra=CONNECT["extra"])
     assert command == [sys.executable, str(REPO / "jobs" / "run_stage.py"), "--force", plan["out"].to_json()]
     assert not any("s3cret" in part or "10.0.0.9" in part for part in command)
@@ -126,14 +132,23 @@ stages:
   model:
     kind: train_xgboost
     inputs: {train: raw}
+    params: {label_col: label, features_col: features, workers: 2}
+  single:
+    kind: train_xgboost
+    inputs: {train: raw}
     params: {label_col: label, features_col: features}
 """,
         )
     )
     plan = resolve_pipeline(spec, default_context(spec), home=REPO)
-    operator = compile_pipeline(spec, home=REPO, jobs_dir=REPO / "jobs").get_task("model")
-    mode = operator.mode_of(plan["model"], "spark_connect")
+    dag = compile_pipeline(spec, home=REPO, jobs_dir=REPO / "jobs")
+    operator = dag.get_task("model")
+    mode = operator.mode_of(plan["model"], connection(CONNECT))
     assert mode.mode == "spark-submit" and "SparkXGB" in mode.reason
+    single = dag.get_task("single")
+    assert single.mode_of(plan["single"], connection(CONNECT)).mode == "spark-submit"  # a remote server
+    local = {**CONNECT, "extra": {**CONNECT["extra"], "dagspec_local_server": True}}
+    assert single.mode_of(plan["single"], connection(local)).mode == "connect"
     assert operator._submit_conn_id(CONNECT["extra"], "model", mode) == "argv_spark"
     with pytest.raises(Exception, match="submit_conn_id"):
         operator._submit_conn_id({}, "model", mode)

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from dagspec.kinds.catalog import load_catalog
-from dagspec.plan.modes import CONNECT, SUBMIT, driver_only_conf, execution_mode, is_session_conf
+from dagspec.plan.modes import (
+    CONNECT,
+    LOCAL_SERVER_EXTRA,
+    SUBMIT,
+    driver_only_conf,
+    execution_mode,
+    is_server_on_this_machine,
+    is_session_conf,
+)
 from tests.conftest import REPO
 
 
@@ -18,8 +26,35 @@ def test_under_connect_only_the_kinds_that_need_a_driver_are_submitted() -> None
     catalog = load_catalog(REPO)
     modes = {d.name: execution_mode(d, {}, "spark_connect", "c").mode for d in catalog.all()}
     own = sorted(name for name, mode in modes.items() if mode == SUBMIT)
-    assert own == ["train_keras", "train_spark_ml", "train_xgboost"]
+    assert own == ["train_keras", "train_spark_ml", "train_xgboost"]  # params unknown: the strictest
     assert modes["read"] == modes["evaluate"] == modes["undersample"] == CONNECT
+
+
+def test_single_node_training_is_a_client_of_a_server_on_this_machine_only() -> None:
+    catalog = load_catalog(REPO)
+    keras, xgb, spark_ml = (catalog.get(name) for name in ("train_keras", "train_xgboost", "train_spark_ml"))
+    assert keras is not None and xgb is not None and spark_ml is not None
+    one = keras.params.model_validate({"architecture": "hlf_dense"})
+    two = keras.params.model_validate({"architecture": "hlf_dense", "workers": 2})
+    here = execution_mode(keras, {}, "spark_connect", "c", params=one, server_on_this_machine=True)
+    assert here.mode == CONNECT and "in the client process" in here.reason
+    remote = execution_mode(keras, {}, "spark_connect", "c", params=one, server_on_this_machine=False)
+    assert remote.mode == SUBMIT and "remote" in remote.reason
+    barrier = execution_mode(keras, {}, "spark_connect", "c", params=two, server_on_this_machine=True)
+    assert barrier.mode == SUBMIT and "barrier" in barrier.reason
+    sparkxgb = xgb.params.model_validate({"label_col": "label", "features_col": "f", "workers": 2})
+    assert (
+        "SparkXGB" in execution_mode(xgb, {}, "spark_connect", "c", params=sparkxgb, server_on_this_machine=True).reason
+    )
+    fit = spark_ml.params.model_validate({"model": "logistic_regression"})
+    assert execution_mode(spark_ml, {}, "spark_connect", "c", params=fit, server_on_this_machine=True).mode == SUBMIT
+
+
+def test_a_server_is_on_this_machine_when_dagspec_started_it_or_it_listens_on_loopback() -> None:
+    assert is_server_on_this_machine("sc://10.0.0.9", {LOCAL_SERVER_EXTRA: True})
+    assert is_server_on_this_machine("sc://127.0.0.1", {}) and is_server_on_this_machine("localhost", {})
+    assert is_server_on_this_machine("sc://[::1]:15002", {})
+    assert not is_server_on_this_machine("sc://10.0.0.9", {}) and not is_server_on_this_machine(None, {})
 
 
 def test_result_changing_conf_that_no_session_can_set_needs_a_driver() -> None:

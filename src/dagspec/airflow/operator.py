@@ -29,14 +29,20 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from dagspec import jvm
 from dagspec.errors import ConnectionMissingError, DagspecError
 from dagspec.kinds.catalog import load_catalog
-from dagspec.plan.modes import CONNECT, CONNECT_CONN_TYPE, ExecutionMode, execution_mode
+from dagspec.plan.modes import (
+    CONNECT,
+    CONNECT_CONN_TYPE,
+    LOCAL_SERVER_EXTRA,
+    ExecutionMode,
+    execution_mode,
+    is_server_on_this_machine,
+)
 from dagspec.plan.reasons import is_hit, stage_status
 from dagspec.plan.resolve import ResolvedStage, resolve_pipeline
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
 from dagspec.spec.params import RUN_CONTEXT_KEYS
 
 SUBMIT_CONN_EXTRA = "submit_conn_id"  # Connect connection extra: the spark connection of own-driver stages
-LOCAL_SERVER_EXTRA = "dagspec_local_server"  # Connect connection extra: dagspec's local server (restartable)
 
 
 def template_context(context: Any) -> dict[str, Any]:
@@ -88,7 +94,7 @@ class DagspecStageOperator(SparkSubmitOperator):
             self.log.info("checkpoint hit: %s; nothing to run", stage.checkpoint_dir)
             return
         connection = self._connection(self._conn_id)
-        mode = self.mode_of(stage, connection.conn_type)
+        mode = self.mode_of(stage, connection)
         self.log.info("stage %s: %s", stage.name, mode.line)
         if mode.mode == CONNECT:
             self.run_connect_client(stage, force=force, extra=connection.extra_dejson)
@@ -101,12 +107,19 @@ class DagspecStageOperator(SparkSubmitOperator):
         if not is_hit(stage):
             raise AirflowException(f"the stage returned but {stage.checkpoint_dir} is not a complete checkpoint")
 
-    def mode_of(self, stage: ResolvedStage, connection_type: str) -> ExecutionMode:
-        """The stage's execution mode under a connection of ``connection_type``."""
+    def mode_of(self, stage: ResolvedStage, connection: Any) -> ExecutionMode:
+        """The stage's execution mode under ``connection`` (an Airflow Connection)."""
         kind = load_catalog(Path(self.home)).get(stage.kind)
         if kind is None:
             raise AirflowException(f"stage {stage.name!r}: unknown kind {stage.kind!r}")
-        return execution_mode(kind, stage.conf, connection_type, self._conn_id)
+        return execution_mode(
+            kind,
+            stage.conf,
+            connection.conn_type,
+            self._conn_id,
+            params=kind.params.model_validate(stage.params),
+            server_on_this_machine=is_server_on_this_machine(connection.host, connection.extra_dejson),
+        )
 
     def _submit_conn_id(self, extra: dict[str, Any], stage_name: str, mode: ExecutionMode) -> str:
         submit = extra.get(SUBMIT_CONN_EXTRA)

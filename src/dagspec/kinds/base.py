@@ -55,7 +55,11 @@ Outputs = Mapping[str, "DataFrame"]
 StageFunction = Callable[..., "Outputs | None"]
 # Which paths a source kind reads, given its params and the input roles wired in the spec.
 SourcePaths = Callable[[Any, frozenset[str]], list[str]]
-DriverNeed = Literal["any", "own"]
+# "any": a Connect client; "own": a spark-submit driver of its own; "process": its heavy work runs
+# in the stage's own Python process, not on Spark (a Connect client when the server shares this
+# machine, else a driver of its own that can be placed on the cluster with its resources)
+DriverNeed = Literal["any", "own", "process"]
+DriverNeedOf = Callable[[Any], tuple[DriverNeed, str]]
 
 
 @dataclass(frozen=True)
@@ -84,12 +88,20 @@ class KindDef:
     aliases: tuple[str, ...] = ()
     source_paths: SourcePaths | None = None
     publishes: Callable[[Any], str] | None = None
-    # Connect mode: the driver this kind needs ("own": a spark-submit of its own, and why), and
-    # whether its Python workers import a model library worth keeping between stages (such stages
-    # share a server session: Spark keys its worker pools by session)
-    driver: DriverNeed = "any"
+    # Connect mode: the driver this kind needs and why (or a function of its params giving both),
+    # and whether its Python workers import a model library worth keeping between stages (such
+    # stages share a server session: Spark keys its worker pools by session)
+    driver: DriverNeed | DriverNeedOf = "any"
     driver_reason: str = ""
     reuse_workers: bool = False
+
+    def driver_need(self, params: StageParams | None) -> tuple[DriverNeed, str]:
+        """The driver a stage of these params needs, and why (params unknown: the strictest)."""
+        if not callable(self.driver):
+            return self.driver, self.driver_reason
+        if params is None:
+            return "own", self.driver_reason or "its need depends on its params"
+        return self.driver(params)
 
     @property
     def module(self) -> str:
@@ -120,7 +132,7 @@ def kind(
     aliases: tuple[str, ...] = (),
     source_paths: SourcePaths | None = None,
     publishes: Callable[[Any], str] | None = None,
-    driver: DriverNeed = "any",
+    driver: DriverNeed | DriverNeedOf = "any",
     driver_reason: str = "",
     reuse_workers: bool = False,
 ) -> Callable[[F], F]:

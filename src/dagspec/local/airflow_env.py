@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dagspec.errors import DagspecError
+from dagspec.plan.modes import LOCAL_SERVER_EXTRA
 
 
 def airflow_home(home: Path) -> Path:
@@ -97,7 +98,7 @@ def local_connections(mode: str) -> dict[str, dict[str, Any]]:
         "host": "sc://127.0.0.1",
         "port": ServerSettings.from_env().port,
         # stages that need a driver of their own are spark-submitted through this one
-        "extra": {"submit_conn_id": LOCAL_SUBMIT_CONN_ID, "dagspec_local_server": True},
+        "extra": {"submit_conn_id": LOCAL_SUBMIT_CONN_ID, LOCAL_SERVER_EXTRA: True},
     }
     return {"": connect, LOCAL_SUBMIT_CONN_ID: submit}
 
@@ -129,7 +130,7 @@ def uses_local_server(env: dict[str, str], conn_id: str) -> bool:
     if not text.startswith("{"):
         return False
     extra = json.loads(text).get("extra") or {}
-    return bool(isinstance(extra, dict) and extra.get("dagspec_local_server"))
+    return bool(isinstance(extra, dict) and extra.get(LOCAL_SERVER_EXTRA))
 
 
 def holds_secret(connection: str) -> bool:

@@ -26,7 +26,7 @@ from dagspec.local.airflow_env import (
     uses_local_server,
 )
 from dagspec.local.project import absolute_root, display, load, parse_overrides
-from dagspec.plan.modes import execution_mode
+from dagspec.plan.modes import execution_mode, is_server_on_this_machine
 from dagspec.plan.reasons import stage_status
 from dagspec.plan.resolve import default_context, resolve_pipeline
 from dagspec.spec.loader import pipelines_dir
@@ -34,20 +34,25 @@ from dagspec.spec.models import FORCE_PARAM, PipelineSpec
 from dagspec.storage import project_home
 
 
-def connection_type(conn_id: str, home: Path) -> str:
-    """The type of connection ``conn_id`` as a local run would see it: environment, local DB, default."""
+def connection_facts(conn_id: str, home: Path) -> tuple[str, bool]:
+    """The type of connection ``conn_id`` as a local run would see it (environment, local DB,
+    default), and whether it is a Connect server on this machine."""
     text = os.environ.get(connection_env_var(conn_id), "").strip()
     if text.startswith("{"):
-        return str(json.loads(text).get("conn_type", ""))
+        conn = json.loads(text)
+        return str(conn.get("conn_type", "")), is_server_on_this_machine(conn.get("host"), conn.get("extra") or {})
     if text:
-        return text.partition("://")[0].replace("-", "_")
+        host = text.partition("://")[2].split("@")[-1]
+        return text.partition("://")[0].replace("-", "_"), is_server_on_this_machine(host, {})
     db = Path(airflow_env(home)["AIRFLOW_HOME"]) / "airflow.db"
     if db.exists():
         with sqlite3.connect(db, timeout=10) as con:
-            row = con.execute("SELECT conn_type FROM connection WHERE conn_id = ?", (conn_id,)).fetchone()
+            row = con.execute("SELECT conn_type, host, extra FROM connection WHERE conn_id = ?", (conn_id,)).fetchone()
         if row:
-            return str(row[0])
-    return str(local_connections(local_mode())[""]["conn_type"])
+            extra = json.loads(row[2]) if row[2] else {}
+            return str(row[0]), is_server_on_this_machine(row[1], extra if isinstance(extra, dict) else {})
+    default = local_connections(local_mode())[""]
+    return str(default["conn_type"]), is_server_on_this_machine(default.get("host"), default.get("extra") or {})
 
 
 def stage_rows(spec: PipelineSpec, overrides: dict[str, Any], storage_root: str | None) -> list[dict[str, Any]]:
@@ -56,12 +61,23 @@ def stage_rows(spec: PipelineSpec, overrides: dict[str, Any], storage_root: str 
     forced = bool(overrides.get(FORCE_PARAM))
     home = project_home()
     catalog = load_catalog(home)
-    conn_type = connection_type(spec.spark.conn_id, home)
+    conn_type, on_this_machine = connection_facts(spec.spark.conn_id, home)
     rows = []
     for stage in plan.values():
         status = stage_status(stage, forced=forced)
         definition = catalog.get(stage.kind)
-        mode = execution_mode(definition, stage.conf, conn_type, spec.spark.conn_id) if definition else None
+        mode = (
+            execution_mode(
+                definition,
+                stage.conf,
+                conn_type,
+                spec.spark.conn_id,
+                params=definition.params.model_validate(stage.params),
+                server_on_this_machine=on_this_machine,
+            )
+            if definition
+            else None
+        )
         rows.append(
             {
                 "name": stage.name,

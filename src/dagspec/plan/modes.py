@@ -2,8 +2,11 @@
 
 The Airflow connection chooses (a ``spark_connect`` connection selects Connect mode; a ``spark``
 connection spark-submits every stage), and within Connect mode a stage keeps a driver of its own
-when it cannot be a Connect client: its kind says so (RDDs, the JVM gateway, SparkXGB, heavy
-single-node training), or its Spark conf holds a setting that only a new driver can take.
+when it cannot be a Connect client: its kind says so (RDDs, the JVM gateway, SparkXGB), or its
+Spark conf holds a setting that only a new driver can take. A stage whose heavy work runs in its
+own Python process (single-node training) is a Connect client when the server shares this
+machine (the process runs here either way, and a JVM of its own would only add its start), and
+keeps a driver of its own, placed and sized by the cluster, when the server is remote.
 ``dagspec show`` and the Airflow task log print the same mode and reason.
 """
 
@@ -11,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dagspec.kinds.base import KindDef
+from dagspec.kinds.base import KindDef, StageParams
 from dagspec.plan.fingerprint import RESOURCE_ONLY_CONF, conf_key_in
 
 CONNECT = "connect"
 SUBMIT = "spark-submit"
 CONNECT_CONN_TYPE = "spark_connect"
+LOCAL_SERVER_EXTRA = "dagspec_local_server"  # Connect connection extra: dagspec's local server (restartable)
 
 # spark.sql.* settings a running server cannot change per session (they are read when it starts)
 STATIC_SQL_CONF = (
@@ -57,13 +61,38 @@ def driver_only_conf(conf: dict[str, str]) -> list[str]:
     return sorted(k for k in conf if not is_session_conf(k) and not is_resource_conf(k))
 
 
-def execution_mode(kind: KindDef, conf: dict[str, str], connection_type: str, conn_id: str) -> ExecutionMode:
-    """The mode of a stage of ``kind`` with ``conf`` under a connection of ``connection_type``."""
+def execution_mode(
+    kind: KindDef,
+    conf: dict[str, str],
+    connection_type: str,
+    conn_id: str,
+    *,
+    params: StageParams | None = None,
+    server_on_this_machine: bool = False,
+) -> ExecutionMode:
+    """The mode of a stage of ``kind`` (with ``params`` and ``conf``) under a connection of ``connection_type``."""
     if connection_type != CONNECT_CONN_TYPE:
         return ExecutionMode(SUBMIT, f"connection {conn_id!r} is of type {connection_type!r}")
-    if kind.driver == "own":
-        return ExecutionMode(SUBMIT, f"needs a driver of its own: {kind.driver_reason or 'declared by its kind'}")
+    need, why = kind.driver_need(params)
+    if need == "own":
+        return ExecutionMode(SUBMIT, f"needs a driver of its own: {why or 'declared by its kind'}")
+    if need == "process" and not server_on_this_machine:
+        return ExecutionMode(SUBMIT, f"{why}: a driver of its own, as the Connect server of {conn_id!r} is remote")
     static = driver_only_conf(conf)
     if static:
         return ExecutionMode(SUBMIT, f"spark conf {', '.join(static)} is no session setting of a Connect server")
-    return ExecutionMode(CONNECT, f"a client of the Spark Connect server of connection {conn_id!r}")
+    client = f"a client of the Spark Connect server of connection {conn_id!r}"
+    if need == "process":
+        return ExecutionMode(CONNECT, f"{client}, on this machine: {why} in the client process")
+    return ExecutionMode(CONNECT, client)
+
+
+def is_server_on_this_machine(host: str | None, extra: dict[str, object]) -> bool:
+    """dagspec's local server, or a Connect URL on the loopback interface."""
+    if extra.get(LOCAL_SERVER_EXTRA) in (True, "true", "True", "1", 1):
+        return True
+    from urllib.parse import urlsplit
+
+    url = host or ""
+    name = urlsplit(url if "://" in url else f"sc://{url}").hostname
+    return name in ("127.0.0.1", "localhost", "::1")

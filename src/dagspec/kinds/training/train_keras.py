@@ -21,7 +21,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.base import FILES, TABLE, InputRole, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.base import (
+    FILES,
+    TABLE,
+    DriverNeed,
+    InputRole,
+    Inputs,
+    Outputs,
+    StageContext,
+    StageParams,
+    kind,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -125,13 +135,20 @@ class TrainKerasParams(StageParams):
         return "binary" if self.architecture in BINARY_ARCHITECTURES else "multiclass"
 
 
+def driver_need(params: TrainKerasParams) -> tuple[DriverNeed, str]:
+    """workers: 1 trains in the stage's process; barrier tasks (workers >= 2) are an RDD API."""
+    if params.workers == 1:
+        return "process", "trains from the Parquet shards (workers: 1)"
+    return "own", "trains over Spark barrier tasks (workers >= 2), an RDD API"
+
+
 @kind(
     "train_keras",
     params=TrainKerasParams,
     inputs={"train": TABLE, "validation": InputRole(TABLE, required=False)},
     outputs={"model": FILES},
-    driver="own",
-    driver_reason="trains on its driver (workers: 1) or over Spark barrier tasks (workers >= 2, an RDD API)",
+    driver=driver_need,
+    driver_reason="trains in its process (workers: 1) or over Spark barrier tasks (workers >= 2, an RDD API)",
 )
 def train_keras(inputs: Inputs, params: TrainKerasParams, ctx: StageContext) -> Outputs:
     """Train a Keras classifier (hlf_dense, particle_gru, inclusive, logistic, wide_deep), streaming Parquet batches; workers >= 2 train data-parallel over Spark barrier tasks.

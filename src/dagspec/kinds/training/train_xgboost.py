@@ -22,7 +22,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.base import FILES, TABLE, InputRole, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.base import (
+    FILES,
+    TABLE,
+    DriverNeed,
+    InputRole,
+    Inputs,
+    Outputs,
+    StageContext,
+    StageParams,
+    kind,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,13 +97,20 @@ class TrainXGBoostParams(StageParams):
         }
 
 
+def driver_need(params: TrainXGBoostParams) -> tuple[DriverNeed, str]:
+    """workers: 1 trains in the stage's process; SparkXGB (workers >= 2) needs a classic driver."""
+    if params.workers == 1:
+        return "process", "trains from the Parquet shards (workers: 1)"
+    return "own", "trains with SparkXGB (workers >= 2), which has no Spark Connect support in xgboost 3.2"
+
+
 @kind(
     "train_xgboost",
     params=TrainXGBoostParams,
     inputs={"train": TABLE, "validation": InputRole(TABLE, required=False)},
     outputs={"model": FILES},
-    driver="own",
-    driver_reason="trains on its driver (workers: 1), or with SparkXGB (workers >= 2), which has no Spark "
+    driver=driver_need,
+    driver_reason="trains in its process (workers: 1), or with SparkXGB (workers >= 2), which has no Spark "
     "Connect support in xgboost 3.2",
 )
 def train_xgboost(inputs: Inputs, params: TrainXGBoostParams, ctx: StageContext) -> Outputs:
