@@ -55,6 +55,7 @@ def test_a_server_is_on_this_machine_when_dagspec_started_it_or_it_listens_on_lo
     assert is_server_on_this_machine("sc://127.0.0.1", {}) and is_server_on_this_machine("localhost", {})
     assert is_server_on_this_machine("sc://[::1]:15002", {})
     assert not is_server_on_this_machine("sc://10.0.0.9", {}) and not is_server_on_this_machine(None, {})
+    assert not is_server_on_this_machine("local[*]", {})  # a spark connection's master
 
 
 def test_result_changing_conf_that_no_session_can_set_needs_a_driver() -> None:

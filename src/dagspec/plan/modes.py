@@ -94,5 +94,8 @@ def is_server_on_this_machine(host: str | None, extra: dict[str, object]) -> boo
     from urllib.parse import urlsplit
 
     url = host or ""
-    name = urlsplit(url if "://" in url else f"sc://{url}").hostname
+    try:
+        name = urlsplit(url if "://" in url else f"sc://{url}").hostname
+    except ValueError:  # no URL (a spark connection's local[*]): no server of its own
+        return False
     return name in ("127.0.0.1", "localhost", "::1")

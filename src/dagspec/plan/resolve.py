@@ -65,6 +65,7 @@ class ResolvedStage(_Frozen):
     source_files: list[str] = Field(default_factory=list)
     conf: dict[str, str] = Field(default_factory=dict)
     publish_path: str | None = None
+    written_name: str = ""  # the stage as written in the spec (a matrix stage for its expansions)
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -204,5 +205,6 @@ def resolve_pipeline(
             source_files=files,
             conf=conf,
             publish_path=checkpoint.export_target(root, kind.publishes(model)) if kind.publishes else None,
+            written_name=spec.written_stage(name),
         )
     return resolved

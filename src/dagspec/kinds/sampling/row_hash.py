@@ -5,9 +5,11 @@ partitions follow the directory listing and file sizes, so the same seed over th
 could draw different rows from one run to the next. A hash of the row's values does not depend on
 partitioning: the same data and seed always draw the same rows (identical rows draw alike).
 
-The stage's name salts the hash: without it, a split after an undersample with the same seed
-would split by the very hash the undersample kept the lowest of (measured: 93/7 for 80/20),
-and a split of a split's output would find every row on one side of the same threshold.
+The stage's name as written in the spec salts the hash: without it, a split after an undersample
+with the same seed would split by the very hash the undersample kept the lowest of (measured:
+93/7 for 80/20), and a split of a split's output would find every row on one side of the same
+threshold. A matrix stage's expansions share the salt, so exact samples of several sizes with one
+seed nest (the CTR learning curve's training sets).
 """
 
 from __future__ import annotations

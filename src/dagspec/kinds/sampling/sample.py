@@ -46,15 +46,15 @@ def sample(inputs: Inputs, params: SampleParams, ctx: StageContext) -> Outputs:
     result = {}
     if params.nested:
         largest = max(sizes.values())
-        base = take_exact(df, {"": largest}, params.seed, ctx.stage_name, key=params.key).persist()
+        base = take_exact(df, {"": largest}, params.seed, ctx.written_stage, key=params.key).persist()
         for name, size in sizes.items():
             # the same hash ranks the base as it ranked the input: each sample is the input's `size`
             # lowest-ranked rows, so smaller samples nest and do not change when a larger size is added
             result[name] = (
-                take_exact(base, {"": size}, params.seed, ctx.stage_name, key=params.key) if size < largest else base
+                take_exact(base, {"": size}, params.seed, ctx.written_stage, key=params.key) if size < largest else base
             )
     else:
         for name, size in sizes.items():
-            result[name] = take_exact(df, {"": size}, params.seed, f"{ctx.stage_name}/{name}", key=params.key)
+            result[name] = take_exact(df, {"": size}, params.seed, f"{ctx.written_stage}/{name}", key=params.key)
     ctx.metrics["sizes"] = sizes
     return result

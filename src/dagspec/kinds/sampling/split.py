@@ -60,7 +60,7 @@ def split(inputs: Inputs, params: SplitParams, ctx: StageContext) -> Outputs:
         ctx.metrics["class_counts"] = counts
     # not randomSplit: its draw follows the scan's partitioning (see row_hash), and it sorts every
     # partition by all columns first
-    draw = row_uniform(df, params.seed, ctx.stage_name, params.key)
+    draw = row_uniform(df, params.seed, ctx.written_stage, params.key)
     outputs: dict[str, DataFrame] = {}
     low = 0.0
     names = list(params.fractions)
@@ -68,7 +68,7 @@ def split(inputs: Inputs, params: SplitParams, ctx: StageContext) -> Outputs:
         high = low + params.fractions[name]
         part = df.where((draw >= low) & (draw < high)) if i < len(names) - 1 else df.where(draw >= low)
         outputs[name] = (
-            part.orderBy(row_hash(df, params.seed, f"{ctx.stage_name}/shuffle", params.key))
+            part.orderBy(row_hash(df, params.seed, f"{ctx.written_stage}/shuffle", params.key))
             if name in params.shuffle
             else part
         )
