@@ -1,6 +1,6 @@
 """Pipeline overhead: a dagspec pipeline against the same work hand-written in one PySpark process.
 
-    .venv/bin/python bench/pipeline_overhead.py --rows 20000 2000000 --repeat 3
+    .venv/bin/python bench/pipeline_overhead.py --rows 20000 2000000 --repeat 3 [--modes connect]
 
 The pipeline (the issue's): read a Criteo TSV -> undersample -> 80/20 split -> export train and
 test as Parquet; 5 stages. Run side by side, interleaved round by round, in one invocation:
@@ -131,6 +131,9 @@ def main() -> int:
         "--rows", type=int, nargs="*", default=[20_000, 2_000_000], help="input sizes; none: only the no-op section"
     )
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--modes", nargs="+", choices=["connect", "spark"], default=["connect", "spark"], help="dagspec's modes to time"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dagspec-bench-overhead-"))
     specs = work / "pipelines"
@@ -146,18 +149,15 @@ def main() -> int:
         data = input_file(rows, work)
         spec = specs / f"bench_overhead_{rows}.yaml"
         spec.write_text(PIPELINE.format(input=data).replace("bench_overhead", f"bench_overhead_{rows}", 1))
-        variants = {
-            "dagspec connect": [DAGSPEC, "run", str(spec), "--force", "--mode", "connect"],
-            "dagspec spark": [DAGSPEC, "run", str(spec), "--force", "--mode", "spark"],
-            "script": [sys.executable, "-c", SCRIPT, str(data), str(work / f"script_{rows}")],
-        }
+        variants = {f"dagspec {mode}": [DAGSPEC, "run", str(spec), "--force", "--mode", mode] for mode in args.modes}
+        variants["script"] = [sys.executable, "-c", SCRIPT, str(data), str(work / f"script_{rows}")]
         for _ in range(args.repeat):
             for name, argv in variants.items():
                 wall, _ = timed(argv, env)
                 results.setdefault((f"{rows:,} rows", name), []).append(wall)
                 print(f"{rows:>9,} rows  {name:16} {wall:7.1f} s", flush=True)
     for _ in range(args.repeat):
-        for mode in ("connect", "spark"):
+        for mode in args.modes:
             _, out = timed([DAGSPEC, "run", str(noop), "--force", "--mode", mode], env)
             first, *others = task_seconds(out)
             results.setdefault(("no-op stage", f"task duration, {mode}"), []).extend(others)
