@@ -47,7 +47,7 @@ def test_sample_is_exact_and_nested_sizes_nest(spark, home, tmp_path: Path) -> N
     assert one.select("id").distinct().count() == 1234  # no row twice
 
 
-def test_sample_refuses_more_rows_than_the_input_has(spark, home, tmp_path: Path) -> None:
+def test_sample_refuses_more_rows_than_the_input_has_and_an_unknown_key(spark, home, tmp_path: Path) -> None:
     from dagspec.errors import StageFailedError
 
     data = parquet_table(spark, tmp_path, 50)
@@ -61,6 +61,18 @@ def test_sample_refuses_more_rows_than_the_input_has(spark, home, tmp_path: Path
     )
     with pytest.raises(StageFailedError, match="asked 51, have 50"):
         load_and_run(spark, spec)
+    keyed = write_spec(
+        tmp_path / "q",
+        f"""
+        stages:
+          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
+          some: {{kind: sample, inputs: {{data: raw}}, params: {{n: 5, key: [event]}}}}
+        """,
+    )
+    with pytest.raises(
+        StageFailedError, match=r"key column\(s\) \['event'\] not in the input; columns: \['id', 'label'\]"
+    ):
+        load_and_run(spark, keyed)
 
 
 def test_undersample_to_minority_and_to_explicit_counts(spark, home, tmp_path: Path) -> None:
