@@ -32,9 +32,9 @@ from dagspec.kinds.catalog import load_catalog
 from dagspec.plan.modes import (
     CONNECT,
     CONNECT_CONN_TYPE,
-    LOCAL_SERVER_EXTRA,
     ExecutionMode,
     execution_mode,
+    is_local_server,
     is_server_on_this_machine,
 )
 from dagspec.plan.reasons import is_hit, stage_status
@@ -139,7 +139,7 @@ class DagspecStageOperator(SparkSubmitOperator):
         """Environment of the Connect client process: this one's, the project's, and the server's URL."""
         env = {**os.environ, **self._base_env()}
         env["DAGSPEC_CONNECT_URL"] = SparkConnectHook(conn_id=self._conn_id).get_connection_url()
-        env["DAGSPEC_CONNECT_LOCAL"] = "1" if is_true(extra.get(LOCAL_SERVER_EXTRA, False)) else "0"
+        env["DAGSPEC_CONNECT_LOCAL"] = "1" if is_local_server(extra) else "0"
         return env
 
     def run_connect_client(self, stage: ResolvedStage, *, force: bool, extra: dict[str, Any]) -> None:

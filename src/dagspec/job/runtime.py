@@ -90,7 +90,7 @@ def run_stage(
             sources={r: InputSource(i.stage, i.output, i.path, i.type) for r, i in stage.inputs.items()},
             source_files=list(stage.source_files),
             publish_path=stage.publish_path,
-            spec_stage=stage.written_name,
+            written_name=stage.written_name,
         )
         started = datetime.now(UTC)
         t0, cpu0 = time.perf_counter(), _cpu_seconds()

@@ -233,12 +233,12 @@ class StageContext:
     source_files: list[str] = field(default_factory=list)
     publish_path: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
-    spec_stage: str = ""  # the stage as written in the spec: a matrix stage for all its expansions
+    written_name: str = ""  # the stage as written in the spec: a matrix stage for all its expansions
 
     @property
     def written_stage(self) -> str:
         """The stage's name as written in the spec (``sample`` for ``sample__100``)."""
-        return self.spec_stage or self.stage_name
+        return self.written_name or self.stage_name
 
     def output_path(self, name: str) -> str:
         """Where output ``name`` is written during this attempt (inside the temporary dir)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dagspec.errors import DagspecError
-from dagspec.plan.modes import LOCAL_SERVER_EXTRA
+from dagspec.plan.modes import LOCAL_SERVER_EXTRA, is_local_server
 
 
 def airflow_home(home: Path) -> Path:
@@ -130,7 +130,7 @@ def uses_local_server(env: dict[str, str], conn_id: str) -> bool:
     if not text.startswith("{"):
         return False
     extra = json.loads(text).get("extra") or {}
-    return bool(isinstance(extra, dict) and extra.get(LOCAL_SERVER_EXTRA))
+    return isinstance(extra, dict) and is_local_server(extra)
 
 
 def holds_secret(connection: str) -> bool:

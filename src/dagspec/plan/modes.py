@@ -12,6 +12,7 @@ keeps a driver of its own, placed and sized by the cluster, when the server is r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dagspec.kinds.base import KindDef, StageParams
@@ -87,9 +88,15 @@ def execution_mode(
     return ExecutionMode(CONNECT, client)
 
 
-def is_server_on_this_machine(host: str | None, extra: dict[str, object]) -> bool:
+def is_local_server(extra: Mapping[str, object]) -> bool:
+    """Does a Connect connection's extra mark dagspec's own local server (restartable)?"""
+    value = extra.get(LOCAL_SERVER_EXTRA, False)
+    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def is_server_on_this_machine(host: str | None, extra: Mapping[str, object]) -> bool:
     """dagspec's local server, or a Connect URL on the loopback interface."""
-    if extra.get(LOCAL_SERVER_EXTRA) in (True, "true", "True", "1", 1):
+    if is_local_server(extra):
         return True
     from urllib.parse import urlsplit
 
