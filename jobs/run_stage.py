@@ -2,7 +2,8 @@
 
 import sys
 
+from dagspec.exits import exit_now
 from dagspec.job.main import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_now(main(sys.argv[1:]))

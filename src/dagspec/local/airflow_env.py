@@ -52,6 +52,12 @@ def airflow_argv(args: list[str]) -> list[str]:
     return [str(Path(sys.executable).parent / "airflow"), *args]
 
 
+def short_airflow_argv(args: list[str]) -> list[str]:
+    """Airflow's CLI with ``args`` for a command that ends (``dags test``), without the costs of a
+    long-lived process (``dagspec.airflow.short_command`` says which, measured)."""
+    return [sys.executable, "-m", "dagspec.airflow.short_command", *args]
+
+
 def run_airflow(args: list[str], env: dict[str, str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """Run an ``airflow`` command in the local environment and wait for it."""
     return subprocess.run(airflow_argv(args), env={**os.environ, **env}, text=True, **kwargs)

@@ -17,12 +17,12 @@ from dagspec.errors import DagspecError
 from dagspec.job.connect_server import ensure_server
 from dagspec.kinds.catalog import load_catalog
 from dagspec.local.airflow_env import (
-    airflow_argv,
     airflow_env,
     connection_env_var,
     local_connections,
     local_mode,
     prepare_local_airflow,
+    short_airflow_argv,
     uses_local_server,
 )
 from dagspec.local.project import absolute_root, display, load, parse_overrides
@@ -152,7 +152,7 @@ def dags_test(dag_id: str, conf: dict[str, Any], env: dict[str, str], log: IO[st
     with (Path(env["AIRFLOW_HOME"]) / "dagspec-start.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         before, _ = _last_run_id(db, dag_id)
-        argv = airflow_argv(["dags", "test", dag_id, "--conf", json.dumps(conf)])
+        argv = short_airflow_argv(["dags", "test", dag_id, "--conf", json.dumps(conf)])
         process = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, text=True)
         run_id = None
         while process.poll() is None:
