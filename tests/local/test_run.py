@@ -102,6 +102,9 @@ def test_first_run_computes_every_stage(project) -> None:
     log = run_log(done)
     assert ("Spark-Submit cmd" in log) == (project["mode"] == "spark")
     assert f"stage balanced: mode: {expected_mode}" in log
+    # `dagspec run` runs every task in one process: all clients but the first were started a stage ahead
+    clients = re.findall(r"Connect client \((started ahead|started now)", log)
+    assert clients == ([] if project["mode"] == "spark" else ["started now"] + ["started ahead"] * (len(rows) - 1))
     masters = {m["spark"]["master"] for m in committed.values()}
     assert masters == ({"spark connect"} if project["mode"] == "connect" else {"local[*]"})
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from dagspec import jvm
+from dagspec.airflow.client_process import start_client
 from dagspec.errors import ConnectionMissingError, DagspecError
 from dagspec.kinds.catalog import load_catalog
 from dagspec.plan.modes import (
@@ -145,15 +145,9 @@ class DagspecStageOperator(SparkSubmitOperator):
     def run_connect_client(self, stage: ResolvedStage, *, force: bool, extra: dict[str, Any]) -> None:
         """Run the stage as a client of the Connect server; its output goes to the task log."""
         argv = self.connect_client_command(stage, force=force, extra=extra)
-        self.log.info("Connect client: %s %s <stage JSON>", argv[0], " ".join(argv[1:-1]))
-        self._client = subprocess.Popen(
-            argv,
-            env=self.connect_client_env(extra),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,  # on_kill stops it and anything it forked
-        )
+        self._client, ahead = start_client(argv[:2], argv[2:], self.connect_client_env(extra))
+        how = "started ahead, stage sent on stdin" if ahead else "started now"
+        self.log.info("Connect client (%s): %s %s <stage JSON>", how, argv[0], " ".join(argv[1:-1]))
         assert self._client.stdout is not None
         for line in self._client.stdout:
             self.log.info("%s", line.rstrip())

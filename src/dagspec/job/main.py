@@ -23,7 +23,7 @@ from dagspec.job.connect_server import ensure_server
 from dagspec.job.runtime import run_stage
 from dagspec.job.session import create_session
 from dagspec.kinds.catalog import load_catalog
-from dagspec.plan.modes import is_session_conf
+from dagspec.plan.modes import STAGE_ON_STDIN, is_session_conf
 from dagspec.plan.resolve import ResolvedStage
 
 if TYPE_CHECKING:
@@ -89,8 +89,28 @@ def _is_connection_failure(exc: BaseException) -> bool:
     return any(s in text for s in markers)
 
 
+def stage_from_stdin() -> list[str] | None:
+    """Import the Connect client, then wait for the stage: its arguments and environment as one
+    JSON line on stdin. None when the line never comes (the stage was not run by this process)."""
+    import pyspark.sql.connect.functions  # the heavy part: pandas, pyarrow, gRPC
+    import pyspark.sql.connect.session  # noqa: F401
+
+    line = sys.stdin.readline()
+    if not line.strip():
+        return None
+    message = json.loads(line)
+    os.environ.clear()
+    os.environ.update(message["env"])
+    return [str(arg) for arg in message["args"]]
+
+
 def main(argv: list[str]) -> int:
     """Parse the argument, start the session, run the stage; 0 on success or a hit, 1 on failure."""
+    if argv == [STAGE_ON_STDIN]:
+        received = stage_from_stdin()
+        if received is None:
+            return 0
+        argv = received
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     force = "--force" in argv
     args = [a for a in argv if a != "--force"]

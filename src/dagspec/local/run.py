@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from dagspec.airflow.client_process import AHEAD_VAR
 from dagspec.errors import DagspecError
 from dagspec.job.connect_server import ensure_server
 from dagspec.kinds.catalog import load_catalog
@@ -153,7 +154,10 @@ def dags_test(dag_id: str, conf: dict[str, Any], env: dict[str, str], log: IO[st
         fcntl.flock(lock, fcntl.LOCK_EX)
         before, _ = _last_run_id(db, dag_id)
         argv = short_airflow_argv(["dags", "test", dag_id, "--conf", json.dumps(conf)])
-        process = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, text=True)
+        # all tasks of the run share the process: each starts the next stage's client ahead
+        process = subprocess.Popen(
+            argv, env={**os.environ, **env, AHEAD_VAR: "1"}, stdout=log, stderr=subprocess.STDOUT, text=True
+        )
         run_id = None
         while process.poll() is None:
             newest, newest_run = _last_run_id(db, dag_id)

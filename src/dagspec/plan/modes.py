@@ -22,6 +22,9 @@ CONNECT = "connect"
 SUBMIT = "spark-submit"
 CONNECT_CONN_TYPE = "spark_connect"
 LOCAL_SERVER_EXTRA = "dagspec_local_server"  # Connect connection extra: dagspec's local server (restartable)
+# A Connect client started before its stage is known reads the stage's arguments and environment
+# as one JSON line on stdin (``dagspec.airflow.client_process``, ``dagspec.job.main``).
+STAGE_ON_STDIN = "--stage-on-stdin"
 
 # spark.sql.* settings a running server cannot change per session (they are read when it starts)
 STATIC_SQL_CONF = (
