@@ -17,7 +17,7 @@ so the ratios compare dagspec's work with the script's, not JVM flags. Each vari
 command is timed (wall). The no-op section runs a pipeline of five independent ``sql: SELECT n``
 stages with ``--force`` in both modes and reports the task durations Airflow records: the first
 task of a run also pays ``airflow dags test``'s one-time start of its in-process execution API
-(~5 s, once per command whatever the number of stages), so the fixed cost of a stage is the
+(2.5-4 s, once per command whatever the number of stages), so the fixed cost of a stage is the
 median over the other four, and the first is reported beside it. The input is the shared
 1,000-line Criteo sample repeated to ``--rows`` lines. Medians over ``--repeat`` rounds; ratios are against the script.
 """

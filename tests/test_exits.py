@@ -34,6 +34,8 @@ def test_exit_now_waits_for_threads_runs_exit_handlers_flushes_and_keeps_the_cod
 
 
 @pytest.mark.parametrize(("code", "status", "printed"), [(None, 0, ""), (4, 4, ""), ("bad spec", 1, "bad spec\n")])
-def test_exit_status_is_the_interpreters(code: object, status: int, printed: str, capsys: pytest.CaptureFixture) -> None:
+def test_exit_status_is_the_interpreters(
+    code: object, status: int, printed: str, capsys: pytest.CaptureFixture
+) -> None:
     assert exit_status(SystemExit(code)) == status
     assert capsys.readouterr().err == printed
