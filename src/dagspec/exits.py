@@ -27,10 +27,10 @@ def exit_status(exc: SystemExit) -> int:
 
 
 def exit_now(code: int) -> NoReturn:
-    """Exit with ``code`` once other non-daemon threads end, the exit handlers ran and the streams are flushed."""
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    """Exit with ``code`` once the threads have ended as at a normal exit, the exit handlers ran and the streams are flushed."""
+    # the interpreter's own first step of an exit: threading's exit hooks (idle thread pools, such
+    # as pyspark's Connect client's, are told to stop), then every non-daemon thread joined
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()  # logging.shutdown among them
     sys.stdout.flush()
     sys.stderr.flush()
