@@ -9,8 +9,9 @@ its stage's arguments and environment on stdin. Elsewhere (a worker runs every t
 its own) nothing is started ahead: the process would end with the task, unused.
 
 A client started ahead is only used by a stage run with the same command and the same
-environment, except Airflow's per-task variables (``AIRFLOW_CTX_*``, ``__AIRFLOW_SUPERVISOR_FD``). Those arrive with the stage,
-with the rest of its environment, over the pipe: never in argv, where other users can read them.
+environment, except Airflow's per-task variables (``AIRFLOW_CTX_*``, ``__AIRFLOW_SUPERVISOR_FD``).
+Those arrive with the stage, with the rest of its environment, over the pipe: never in argv,
+where other users can read them.
 """
 
 from __future__ import annotations
@@ -76,9 +77,7 @@ def start_client(
             stop(waiting)
         process = _popen([*command, *args], env, waits=False)
     if os.environ.get(AHEAD_VAR) == "1":
-        for other in _waiting.values():  # started for another command or environment: not needed now
-            stop(other)
-        _waiting.clear()
+        _stop_waiting()  # any left was started for another command or environment: not needed now
         _waiting[key] = _popen([*command, STAGE_ON_STDIN], env, waits=True)
     return process, ahead
 

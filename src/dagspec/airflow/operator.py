@@ -40,7 +40,7 @@ from dagspec.plan.modes import (
 from dagspec.plan.reasons import is_hit, stage_status
 from dagspec.plan.resolve import ResolvedStage, resolve_pipeline
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
-from dagspec.spec.params import RUN_CONTEXT_KEYS
+from dagspec.spec.params import RUN_CONTEXT_KEYS, is_true
 
 SUBMIT_CONN_EXTRA = "submit_conn_id"  # Connect connection extra: the spark connection of own-driver stages
 
@@ -50,11 +50,6 @@ def template_context(context: Any) -> dict[str, Any]:
     values = {key: context.get(key) for key in RUN_CONTEXT_KEYS if context.get(key) is not None}
     values["params"] = dict(context.get("params") or {})
     return values
-
-
-def is_true(value: Any) -> bool:
-    """Truthiness of a param that may arrive as a bool or a string from a form or ``-p``."""
-    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
 def spark_submit_binary() -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from dagspec.kinds.base import KindDef, StageParams
 from dagspec.plan.fingerprint import RESOURCE_ONLY_CONF, conf_key_in
+from dagspec.spec.params import is_true
 
 CONNECT = "connect"
 SUBMIT = "spark-submit"
@@ -93,8 +94,7 @@ def execution_mode(
 
 def is_local_server(extra: Mapping[str, object]) -> bool:
     """Does a Connect connection's extra mark dagspec's own local server (restartable)?"""
-    value = extra.get(LOCAL_SERVER_EXTRA, False)
-    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
+    return is_true(extra.get(LOCAL_SERVER_EXTRA, False))
 
 
 def is_server_on_this_machine(host: str | None, extra: Mapping[str, object]) -> bool:

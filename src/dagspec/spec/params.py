@@ -220,3 +220,8 @@ def stage_param_issues(spec: PipelineSpec, stage: str, problems: list[ParamProbl
         line, column = spec.position(location, prefer_key=problem.message.startswith("unknown key"))
         issues.append(SpecIssue(spec.source, line, column, dotted_location(location), problem.message + note))
     return issues
+
+
+def is_true(value: object) -> bool:
+    """Truthiness of a flag that may arrive as a bool or as a string (a form, ``-p``, a connection extra)."""
+    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
