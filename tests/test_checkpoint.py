@@ -12,6 +12,7 @@ import pytest
 
 from dagspec import checkpoint
 from dagspec.checkpoint import Checkpoint
+from dagspec.errors import StorageError
 
 
 def _attempt(stage_dir: Path, fingerprint: str, rows: int, outputs: tuple[str, ...] = ("data",)) -> tuple[str, dict]:
@@ -40,7 +41,7 @@ def test_states_missing_broken_and_done(tmp_path: Path) -> None:
 
     shutil.rmtree(tmp_path / "s" / "f1" / "data")
     assert point.state().detail.endswith("f1/data is missing")
-    with pytest.raises(Exception, match=r"its input checkpoint is not usable: output folder .*f1/data is missing"):
+    with pytest.raises(StorageError, match=r"its input checkpoint is not usable: output folder .*f1/data is missing"):
         point.require(["data"], "stage 'x', input 'data'")
 
 
@@ -119,5 +120,5 @@ def test_an_export_is_swapped_in_whole_and_records_its_fingerprint(tmp_path: Pat
         assert (Path(target) / "part-0").read_text() == version
         assert checkpoint.published_fingerprint(target) == f"fp-{version}"
     assert sorted(p.name for p in Path(target).parent.iterdir()) == ["train"]  # no staging or old copy left
-    with pytest.raises(Exception, match="would leave the storage root"):
+    with pytest.raises(StorageError, match="would leave the storage root"):
         checkpoint.export_target(str(tmp_path), "../escape")

@@ -11,6 +11,7 @@ import pytest
 
 from dagspec.airflow.compiler import compile_pipeline
 from dagspec.airflow.operator import DagspecStageOperator, spark_submit_binary
+from dagspec.errors import ConnectionMissingError
 from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
 from tests.conftest import REPO
@@ -150,5 +151,5 @@ stages:
     local = {**CONNECT, "extra": {**CONNECT["extra"], "dagspec_local_server": True}}
     assert single.mode_of(plan["single"], connection(local)).mode == "connect"
     assert operator._submit_conn_id(CONNECT["extra"], "model", mode) == "argv_spark"
-    with pytest.raises(Exception, match="submit_conn_id"):
+    with pytest.raises(ConnectionMissingError, match="submit_conn_id"):
         operator._submit_conn_id({}, "model", mode)
