@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.physics.arrow import flat_values, list_offsets, to_list, to_nested_list
-from dagspec.kinds.physics.hep_event_features import CollectionBranches, HepEventFeaturesParams
+from dagspec.kinds.physics.hep_event_params import CollectionBranches, HepEventFeaturesParams
 
 _EVENT_ID = "__event_id"
 MUON, ELECTRON, PHOTON, JET = "muons", "electrons", "photons", "jets"

@@ -13,7 +13,7 @@ they fit in memory, else through a ``DataIter`` over Arrow record batches. Infer
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -22,8 +22,18 @@ import pyarrow.compute as pc
 from dagspec.errors import StageFailedError
 from dagspec.storage import local_path
 
-if TYPE_CHECKING:
-    from dagspec.kinds.training.train_xgboost import TrainXGBoostParams
+
+class MatrixParams(Protocol):
+    """What ``quantile_matrix`` reads of the stage's params (``TrainXGBoostParams`` has it)."""
+
+    @property
+    def label_col(self) -> str: ...
+    @property
+    def max_bin(self) -> int: ...
+    @property
+    def batch_rows(self) -> int: ...
+    @property
+    def in_memory_max_mb(self) -> int: ...
 
 
 def csr_from_vectors(vectors: pa.Array | pa.ChunkedArray, n_features: int) -> Any:
@@ -120,9 +130,7 @@ def uncompressed_mb(files: list[str], columns: list[str]) -> float:
     return total / 2**20
 
 
-def quantile_matrix(
-    files: list[str], meta: dict[str, Any], params: TrainXGBoostParams, ref: Any = None
-) -> tuple[Any, str]:
+def quantile_matrix(files: list[str], meta: dict[str, Any], params: MatrixParams, ref: Any = None) -> tuple[Any, str]:
     """A QuantileDMatrix of the shards, and how it was loaded ("memory" or "stream").
 
     In one piece when it fits ``in_memory_max_mb``: xgboost 3.2 pulls every batch of a DataIter
