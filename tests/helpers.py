@@ -25,11 +25,16 @@ def write_spec(folder: Path, text: str, name: str = "pipe.yaml") -> Path:
 def run_pipeline_in_process(
     spark: Any, spec: PipelineSpec, params: dict[str, Any] | None = None
 ) -> dict[str, ResolvedStage]:
-    """Run every stage in order in this process's SparkSession (no Airflow); returns the plan."""
-    plan = resolve_pipeline(spec, default_context(spec, params))
-    for stage in plan.values():
-        run_stage(spark, stage)
-    return plan
+    """Run every stage in order in this process's SparkSession (no Airflow); returns the plan.
+
+    Each stage is resolved again before it runs, as each Airflow task does: its key holds the
+    content its upstream stages committed."""
+    context = default_context(spec, params)
+    plan = resolve_pipeline(spec, context)
+    for name in plan:
+        plan = resolve_pipeline(spec, context)
+        run_stage(spark, plan[name])
+    return resolve_pipeline(spec, context)
 
 
 def load_and_run(spark: Any, path: Path, params: dict[str, Any] | None = None) -> dict[str, ResolvedStage]:

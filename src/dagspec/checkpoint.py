@@ -108,6 +108,14 @@ class Checkpoint:
             return None
         return _read_json(f"{self.path}/{MANIFEST}")
 
+    def content(self, output: str) -> str | None:
+        """The content digest of a committed output (None: not committed, or committed before digests)."""
+        manifest = self.manifest()
+        if manifest is None or manifest.get("fingerprint") != self.fingerprint:
+            return None
+        digest = (manifest.get("content") or {}).get(output)
+        return str(digest) if digest else None
+
     def state(self, outputs: Iterable[str] | None = None) -> CheckpointState:
         """Is this checkpoint trustworthy? Checks ``_SUCCESS``, the manifest and every output folder."""
         if not storage.exists(self.path):
@@ -186,7 +194,13 @@ class Checkpoint:
         ``replace`` (a forced run) swaps the new checkpoint in atomically where the filesystem
         can (Linux local disks), so there is never a moment without a valid checkpoint; the old
         one is kept aside for readers that already opened it, until ``dagspec gc``.
+
+        The manifest gets each output's content digest (``content``): downstream cache keys are
+        built on it, so a recomputed stage whose output is byte-identical leaves them unchanged.
         """
+        started = time.perf_counter()
+        content = {name: storage.tree_digest(f"{work_dir}/{name}") for name in sorted(manifest.get("outputs") or {})}
+        manifest = {**manifest, "content": content, "content_digest_s": round(time.perf_counter() - started, 3)}
         storage.write_text(f"{work_dir}/{MANIFEST}", json.dumps(manifest, indent=2, sort_keys=True, default=str))
         current = self.state()
         if current.done and not replace:

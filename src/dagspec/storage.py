@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import glob
+import hashlib
 import os
 import posixpath
 import re
@@ -253,6 +254,50 @@ def size_of(path: str) -> int:
         return sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(target) for f in names)
     fs, fs_path = _remote(path)
     return int(fs.du(fs_path))
+
+
+# Spark names each part file with a random job UUID: ``part-00003-<uuid>-c000.snappy.parquet``.
+_PART_UUID = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _is_marker(name: str) -> bool:
+    """Files a writer adds beside the data: Hadoop's ``_SUCCESS`` and its ``.<file>.crc`` checksums."""
+    return name == "_SUCCESS" or (name.startswith(".") and name.endswith(".crc"))
+
+
+def tree_digest(path: str) -> str:
+    """A SHA-256 of the bytes of every file under ``path`` (a file or a tree), named by relative path.
+
+    Two writes of the same data give the same digest: Spark's random part-file UUIDs are left out
+    of the names, and so are the writer's markers (``_SUCCESS``, ``.crc``). Anything else (a byte,
+    a file, a file's place) changes it. Files are streamed, never held whole.
+    """
+    files: list[tuple[str, Any]] = []
+    if is_local(path):
+        root = local_path(path)
+        if os.path.isfile(root):
+            files.append((os.path.basename(root), root))
+        for folder, dirs, names in os.walk(root):
+            dirs.sort()
+            for name in names:
+                if not _is_marker(name):
+                    full = os.path.join(folder, name)
+                    files.append((os.path.relpath(full, root), full))
+        opener: Any = open
+    else:
+        fs, fs_path = _remote(path)
+        base = fs_path.rstrip("/")
+        for found in fs.find(fs_path):
+            name = str(found)
+            if not _is_marker(posixpath.basename(name)):
+                files.append((posixpath.relpath(name, base) if name != base else posixpath.basename(name), name))
+        opener = fs.open
+    digest = hashlib.sha256()
+    for relative, full in sorted((_PART_UUID.sub("", r), f) for r, f in files):
+        with opener(full, "rb") as handle:
+            file_hash = hashlib.file_digest(handle, "sha256").hexdigest()
+        digest.update(f"{relative}\0{file_hash}\n".encode())
+    return digest.hexdigest()[:32]
 
 
 @dataclass(frozen=True)

@@ -101,8 +101,8 @@ run_stage(spark, ResolvedStage.from_json(sys.argv[1]))
 
 
 def test_sigkill_during_commit_leaves_a_broken_checkpoint_that_the_rerun_replaces(spark, spec) -> None:
-    plan = resolve_pipeline(spec, default_context(spec))
-    run_stage(spark, plan["raw"])
+    run_stage(spark, resolve_pipeline(spec, default_context(spec))["raw"])
+    plan = resolve_pipeline(spec, default_context(spec))  # now keyed on raw's committed content
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [sys.executable, "-c", KILL_AT_SUCCESS, plan["few"].to_json()], env=env, capture_output=True, timeout=300

@@ -44,6 +44,12 @@ def read_inputs(spark: SparkSession, stage: ResolvedStage) -> dict[str, DataFram
     inputs: dict[str, DataFrame | str] = {}
     for role, source in stage.inputs.items():
         source.checkpoint.require([source.output], f"stage {stage.name!r}, input {role!r} ({source.stage})")
+        if source.content and source.checkpoint.content(source.output) != source.content:
+            # the key holds the content planned; a forced rerun of the upstream replaced it since
+            raise StageFailedError(
+                f"stage {stage.name!r}: input {role!r} ({source.stage}.{source.output}) was recomputed with other "
+                "content after this stage was planned; run it again"
+            )
         inputs[role] = spark.read.parquet(source.path) if source.type == IOType.TABLE else source.path
     return inputs
 
@@ -70,6 +76,11 @@ def run_stage(
     if kind is None:
         raise DagspecError(f"stage {stage.name!r}: {catalog.unknown_message(stage.kind)}")
     params = kind.params.model_validate(stage.params)
+    if stage.pending:
+        raise DagspecError(
+            f"stage {stage.name!r} was planned before its upstream {', '.join(stage.pending)} committed "
+            "(its key holds their content): resolve it again now that they have run"
+        )
     if not force and is_hit(stage):
         return StageRun("hit", stage.checkpoint.manifest() or {})
     with stage.checkpoint.lease() as lease:
@@ -107,7 +118,14 @@ def run_stage(
             "params": stage.params,
             "key": stage.key,
             "inputs": {
-                role: {"stage": i.stage, "output": i.output, "fingerprint": i.fingerprint, "path": i.path}
+                role: {
+                    "stage": i.stage,
+                    "output": i.output,
+                    "fingerprint": i.fingerprint,
+                    "path": i.path,
+                    "content": i.content,
+                    "committed": i.committed,
+                }
                 for role, i in stage.inputs.items()
             },
             "outputs": manifest_outputs,

@@ -1,9 +1,10 @@
 """``dagspec gc``: remove checkpoints no current spec reaches, and leftovers of dead attempts.
 
 Reachable = the fingerprints every spec of the pipelines folder resolves to with its params'
-defaults. Per stage, unreachable committed checkpoints beyond the ``--keep`` newest are removed,
-with temporaries and scratch folders of attempts that no live lease holds, checkpoints replaced
-by ``--force`` and stale leases. Nothing under a live lease is touched; exports are not touched.
+defaults, and every committed one of a stage whose fingerprint is provisional (an upstream of it is
+not committed, and its key will hold that upstream's content). Per stage, unreachable committed
+checkpoints beyond the ``--keep`` newest are removed, with temporaries and scratch folders of
+attempts that no live lease holds, checkpoints replaced by ``--force`` and stale leases. Nothing under a live lease is touched; exports are not touched.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def reachable(specs: list[PipelineSpec], storage_root: str | None, home: Path) -
             unresolved.add(spec.dag_id)  # its params need a run's context: keep all of it
             continue
         for stage in plan.values():
+            if stage.pending:  # its fingerprint waits for its upstream's content: keep what it has
+                found.setdefault(stage.stage_dir, set()).update(
+                    e.fingerprint for e in checkpoint.stage_entries(stage.stage_dir) if e.kind == "committed"
+                )
             found.setdefault(stage.stage_dir, set()).add(stage.fingerprint)
     return found, unresolved
 

@@ -1,7 +1,8 @@
 """Why a stage will run: its checkpoint's state, and what changed since the last committed one.
 
-Each reason starts with one of: ``new``, ``params changed``, ``code changed``, ``input data
-changed``, ``upstream changed``, ``spark conf changed``, ``forced``, ``broken``.
+Each reason of a stage that runs starts with one of: ``new``, ``params changed``, ``code changed``,
+``input data changed``, ``upstream changed``, ``upstream not committed yet``, ``spark conf changed``,
+``forced``, ``broken``. A ``done`` stage may say ``upstream recomputed, same content: reused``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,16 @@ def stage_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
             if published != stage.fingerprint:
                 holds = f"fingerprint {published}" if published else "nothing from dagspec"
                 return StageStatus("missing", [f"broken: export {stage.publish_path} holds {holds}"])
-        return StageStatus("done")
+        return StageStatus("done", reused_upstreams(stage))
+    if stage.pending:
+        previous = latest_manifest(stage)
+        old_key = (previous or {}).get("key")
+        others = key_changes(old_key, stage.key) if isinstance(old_key, Mapping) else []
+        waiting = (
+            f"upstream not committed yet: {', '.join(stage.pending)} (this stage's key holds their "
+            "content: it is decided when they have run, and stays done if they give the same bytes)"
+        )
+        return StageStatus("missing", [waiting, *(r for r in others if not r.startswith("upstream"))][:MAX_REASONS])
     previous = latest_manifest(stage)
     if previous is None:
         return StageStatus("missing", ["new"])
@@ -61,6 +71,20 @@ def stage_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
         return StageStatus("missing", ["new: the last checkpoint of this stage predates recorded cache keys"])
     reasons = key_changes(old_key, stage.key)
     return StageStatus("missing", reasons[:MAX_REASONS] or ["new: no difference in the recorded key"])
+
+
+def reused_upstreams(stage: ResolvedStage) -> list[str]:
+    """Inputs whose checkpoint was recomputed since this one was committed, with the same content."""
+    recorded = (stage.checkpoint.manifest() or {}).get("inputs") or {}
+    reasons = []
+    for role, source in sorted(stage.inputs.items()):
+        then = recorded.get(role) or {}
+        recomputed = (
+            then.get("fingerprint") != source.fingerprint or then.get("committed", source.committed) != source.committed
+        )
+        if source.content and recomputed:
+            reasons.append(f"upstream recomputed, same content: reused ({source.stage}, input {role})")
+    return reasons
 
 
 def latest_manifest(stage: ResolvedStage) -> dict[str, Any] | None:

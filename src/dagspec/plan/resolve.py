@@ -1,7 +1,10 @@
 """From a spec and a run's template context to fully resolved stages (no Spark, no Airflow).
 
-Each Airflow task resolves the whole pipeline itself: rendering is deterministic, so every task of
-a run computes the same fingerprints and paths without passing anything through XCom.
+Each Airflow task resolves the whole pipeline itself when it starts: rendering is deterministic,
+and a stage's key holds its upstream outputs' content digests read from their committed manifests,
+so a task computes the same fingerprints and paths as the tasks before it without anything passed
+through XCom. Before an upstream stage has committed, its readers' fingerprints are provisional
+(``ResolvedStage.pending``).
 """
 
 from __future__ import annotations
@@ -39,10 +42,21 @@ class ResolvedInput(_Frozen):
     path: str
     type: IOType
     outputs: list[str]
+    content: str | None = None  # the committed output's content digest (None: not committed yet, or an old one)
+    committed: str = ""  # when the upstream checkpoint read was committed
 
     @property
     def checkpoint(self) -> Checkpoint:
         return Checkpoint(self.stage_dir, self.fingerprint)
+
+    @property
+    def key(self) -> str:
+        """This input in the reader's cache key: the upstream output's content when known (early
+        cutoff: an upstream recomputed to identical bytes leaves the reader's key unchanged), else
+        the upstream's fingerprint."""
+        if self.content:
+            return f"{self.stage}.{self.output}#{self.content}"
+        return f"{self.stage}.{self.output}@{self.fingerprint}"
 
 
 class ResolvedStage(_Frozen):
@@ -66,6 +80,9 @@ class ResolvedStage(_Frozen):
     conf: dict[str, str] = Field(default_factory=dict)
     publish_path: str | None = None
     written_name: str = ""  # the stage as written in the spec (a matrix stage for its expansions)
+    # upstream stages not committed yet: their content is part of this key, so until they run
+    # this fingerprint is provisional (each task resolves again when it starts)
+    pending: list[str] = Field(default_factory=list)
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -153,6 +170,7 @@ def resolve_pipeline(
     root = resolve_storage_root(spec, home, storage_root)
     check_matrix_params(spec, context)
     resolved: dict[str, ResolvedStage] = {}
+    manifests: dict[str, dict[str, Any] | None] = {}
     for name in spec.stage_order():
         stage = spec.stages[name]
         kind = catalog.get(stage.kind)
@@ -161,10 +179,17 @@ def resolve_pipeline(
         model = render_params(spec, name, kind, context)
         params = model.model_dump(mode="json", by_alias=True)
         inputs: dict[str, ResolvedInput] = {}
+        pending: set[str] = set()
         for role, ref in stage.inputs.items():
             upstream_name, output = parse_ref(ref)
             upstream = resolved[upstream_name]
             output = output or next(iter(upstream.outputs))
+            if upstream_name not in manifests:
+                manifests[upstream_name] = upstream.checkpoint.manifest()
+            committed = manifests[upstream_name]
+            if committed is None or committed.get("fingerprint") != upstream.fingerprint:
+                pending.update({upstream_name, *upstream.pending})
+                committed = {}
             inputs[role] = ResolvedInput(
                 role=role,
                 stage=upstream_name,
@@ -174,6 +199,8 @@ def resolve_pipeline(
                 path=upstream.output_path(output),
                 type=upstream.outputs[output],
                 outputs=list(upstream.outputs),
+                content=(committed.get("content") or {}).get(output),
+                committed=str(committed.get("finished", "")),
             )
         data: dict[str, str] = {}
         files: list[str] = []
@@ -187,7 +214,7 @@ def resolve_pipeline(
             "code": code,
             "libraries": library_versions(tuple(code)),
             "data": data,
-            "upstream": {role: f"{i.stage}.{i.output}@{i.fingerprint}" for role, i in sorted(inputs.items())},
+            "upstream": {role: i.key for role, i in sorted(inputs.items())},
             "conf": result_conf(conf),
         }
         resolved[name] = ResolvedStage(
@@ -206,5 +233,6 @@ def resolve_pipeline(
             conf=conf,
             publish_path=checkpoint.export_target(root, kind.publishes(model)) if kind.publishes else None,
             written_name=spec.written_stage(name),
+            pending=sorted(pending),
         )
     return resolved
