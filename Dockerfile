@@ -1,7 +1,14 @@
 # One image for every node of docker-compose.yml: the Airflow components (api-server, scheduler,
 # dag-processor, triggerer) and the Spark master and workers. Driver and executors must run the
 # same Python and the same pyspark (4.2.x, with the jars that pyspark ships), so they share it.
-FROM python:3.11-slim-bookworm
+#
+# Build inputs (docs/deployment.md, "Without a registry, behind a proxy"):
+#   --build-arg BASE_IMAGE=...   another Debian 12 image with Python 3.11 at /usr/local/bin/python
+#                                (deploy/ci/base-images.sh makes one from Debian packages)
+#   --secret id=extra_ca,src=... a PEM file of extra CA certificates for pip, e.g. an intercepting
+#                                proxy's CA. BuildKit mounts it only while pip runs: it is in no layer.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 
 # Java for Spark (the JVM behind pyspark, master and workers); procps for Spark's scripts (ps).
 RUN apt-get update \
@@ -16,15 +23,26 @@ ENV JAVA_HOME=/usr/lib/jvm/default-java \
 
 # The pinned lock first, so code changes do not reinstall it. The Postgres drivers are the
 # image's own addition: the local setup runs on SQLite and does not need them.
+# With the extra_ca secret, pip trusts the system's CAs plus it (PIP_CERT, a file gone after the RUN).
 COPY requirements.txt /opt/dagspec/requirements.txt
-RUN python -m venv /opt/venv \
+RUN --mount=type=secret,id=extra_ca \
+    if [ -s /run/secrets/extra_ca ]; then \
+        cat /etc/ssl/certs/ca-certificates.crt /run/secrets/extra_ca >/tmp/ca.pem && export PIP_CERT=/tmp/ca.pem; \
+    fi \
+    && python -m venv /opt/venv \
     && pip install --no-cache-dir -r /opt/dagspec/requirements.txt \
         -c /opt/dagspec/requirements.txt "psycopg2-binary==2.9.13" "asyncpg==0.32.0" \
-    && pip check
+    && pip check \
+    && rm -f /tmp/ca.pem
 
 COPY pyproject.toml README.md* /opt/dagspec/
 COPY src /opt/dagspec/src
-RUN pip install --no-cache-dir --no-deps /opt/dagspec
+RUN --mount=type=secret,id=extra_ca \
+    if [ -s /run/secrets/extra_ca ]; then \
+        cat /etc/ssl/certs/ca-certificates.crt /run/secrets/extra_ca >/tmp/ca.pem && export PIP_CERT=/tmp/ca.pem; \
+    fi \
+    && pip install --no-cache-dir --no-deps /opt/dagspec \
+    && rm -f /tmp/ca.pem
 
 # dags/, plugins/, pipelines/ and jobs/ are mounted by docker-compose.yml; the copies here let the
 # image run on its own too.

@@ -245,10 +245,66 @@ def test_env_example_documents_every_variable_the_compose_file_uses() -> None:
 
 def test_dockerfile_installs_the_lock_java_and_the_package() -> None:
     text = (REPO / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.11", text, flags=re.M)
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim-bookworm$", text, flags=re.M)
+    assert re.search(r"^FROM \$\{BASE_IMAGE\}$", text, flags=re.M)
+    # the extra CA reaches pip as a BuildKit secret (mounted for the RUN only), never as a layer
+    assert text.count("--mount=type=secret,id=extra_ca") == 2
+    assert "COPY" not in "".join(line for line in text.splitlines() if "extra_ca" in line or ".crt" in line)
     assert "default-jre-headless" in text
     assert "-r /opt/dagspec/requirements.txt" in text
     assert "PYSPARK_PYTHON=/opt/venv/bin/python" in text
     assert re.search(r"^USER 50000", text, flags=re.M)
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".env", ".venv", ".dagspec", ".git"} <= set(ignored)
+
+
+def test_base_images_are_settable_with_the_official_ones_by_default(
+    config: dict[str, Any], compose: list[str], tmp_path: Path
+) -> None:
+    services = config["services"]
+    assert services["postgres"]["image"] == "postgres:16-bookworm"
+    assert services["airflow-scheduler"]["build"]["args"]["BASE_IMAGE"] == "python:3.11-slim-bookworm"
+    assert services["airflow-scheduler"]["build"]["secrets"][0]["source"] == "extra_ca"
+    assert config["secrets"]["extra_ca"]["file"] == "/dev/null"  # no extra CA unless DAGSPEC_EXTRA_CA is set
+    values = {name: f"value-of-{name}" for name in SECRETS}
+    values |= {"POSTGRES_IMAGE": "local/postgres:15-bookworm", "BASE_IMAGE": "local/python:3.11-slim-bookworm"}
+    done = _config(compose, _env_file(tmp_path, **values))
+    assert done.returncode == 0, done.stderr
+    other = json.loads(done.stdout)["services"]
+    assert other["postgres"]["image"] == "local/postgres:15-bookworm"
+    assert other["spark-master"]["build"]["args"]["BASE_IMAGE"] == "local/python:3.11-slim-bookworm"
+
+
+def test_the_connect_server_leaves_cores_and_memory_for_own_driver_stages(config: dict[str, Any]) -> None:
+    services = config["services"]
+    command = services["spark-connect"]["command"]
+    conf = dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "--conf")
+    worker = services["spark-worker-1"]["command"]
+    cores, memory_gb = int(worker[worker.index("--cores") + 1]), int(worker[worker.index("--memory") + 1].rstrip("g"))
+    # one executor of the server per worker; what is left on each worker fits a 2g executor of a stage
+    assert int(conf["spark.cores.max"]) == 2 and conf["spark.executor.cores"] == "1"
+    assert cores - 1 >= 1 and memory_gb - int(conf["spark.executor.memory"].rstrip("g")) >= 2
+    env = services["airflow-scheduler"]["environment"]
+    assert env["DAGSPEC_EXECUTOR_WAIT_S"] == "300"
+    assert env["DAGSPEC_SPARK_MASTER_UI"] == "http://spark-master:8080"
+
+
+def test_the_ci_override_uses_local_images_and_settable_loopback_ports(compose: list[str], tmp_path: Path) -> None:
+    values = {name: f"value-of-{name}" for name in SECRETS} | {
+        "AIRFLOW_UI_PORT": "18080",
+        "SPARK_MASTER_UI_PORT": "18180",
+    }
+    env_file = _env_file(tmp_path, **values)
+    override = ["-f", str(REPO / "deploy" / "ci" / "compose.ci.yml")]
+    done = subprocess.run(
+        [*compose, *override, "--env-file", str(env_file), "config", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    services = json.loads(done.stdout)["services"]
+    ports = [(p["host_ip"], p["published"]) for s in services.values() for p in s.get("ports", [])]
+    assert sorted(ports) == [("127.0.0.1", "18080"), ("127.0.0.1", "18180")]
+    assert {s.get("pull_policy") for s in services.values()} == {"never"}
