@@ -173,14 +173,16 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "gamma": 0.4, "subsample": 0.8, "colsample_bytree": 0.8, "min_child_weight": 20, "alpha": 3,
         "lambda": 100, "tree_method": "hist", "max_bin": 256, "nthread": 2,
     }  # fmt: skip
-    data_plan = resolve_pipeline(spec, default_context(spec, {"rep": 0}))
     for name in ("logs", "train_days", "test_day", "train_as_is", "test_as_is", "train_hashed", "test_hashed"):
+        # resolved stage by stage, as each Airflow task does: a key holds its upstream's committed content
+        data_plan = resolve_pipeline(spec, default_context(spec, {"rep": 0}))
         if data_plan[name].checkpoint.state().done:  # committed before: reuse
             print(f"{name}: reused", flush=True)
             continue
         t0 = time.perf_counter()
         run_stage(spark, data_plan[name])
         print(f"{name}: {time.perf_counter() - t0:.1f} s", flush=True)
+    data_plan = resolve_pipeline(spec, default_context(spec, {"rep": 0}))
     train_as_is = _parquet(data_plan["train_as_is"].output_path("data")).to_pandas()
     test_as_is = _parquet(data_plan["test_as_is"].output_path("data")).to_pandas()
     results["train_rows"], results["test_rows"] = len(train_as_is), len(test_as_is)
@@ -271,14 +273,14 @@ def _memory_runs(args: argparse.Namespace, work: Path) -> dict[str, dict[str, fl
         days = 2
         spec_path.write_text(SPEC.format(rows=size * days, days=days, bits=args.hash_bits, rounds=args.memory_rounds))
         spec = load_spec(spec_path)
-        plan = resolve_pipeline(spec, default_context(spec, {"rep": 0}))
         out[str(size)] = {}
-        for name in plan:
+        for name in list(resolve_pipeline(spec, default_context(spec, {"rep": 0}))):
+            stage = resolve_pipeline(spec, default_context(spec, {"rep": 0}))[name]  # keyed on what upstream committed
             argv = [str(venv_bin / "spark-submit"), "--master", "local[2]", "--driver-memory", "4g",
-                    str(REPO / "jobs" / "run_stage.py"), plan[name].to_json()]  # fmt: skip
+                    str(REPO / "jobs" / "run_stage.py"), stage.to_json()]  # fmt: skip
             subprocess.run(argv, env=env, cwd=REPO, check=True, capture_output=True)
             if name in ("xgb_single", "xgb_spark", "lr"):
-                manifest = json.loads((Path(plan[name].checkpoint_dir) / "manifest.json").read_text())
+                manifest = json.loads((Path(stage.checkpoint_dir) / "manifest.json").read_text())
                 out[str(size)][name] = manifest["driver_peak_rss_mb"]
                 print(f"memory {size} {name}: {manifest['driver_peak_rss_mb']} MB", flush=True)
     return out

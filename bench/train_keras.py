@@ -103,6 +103,7 @@ def stage_fit(spark: Any, data: Path, root: Path, epochs: int, batch: int, lr: f
     spec = load_spec(spec_path)
     plan = resolve_pipeline(spec, default_context(spec), storage_root=str(root / "storage"))
     run_stage(spark, plan["data"])
+    plan = resolve_pipeline(spec, default_context(spec), storage_root=str(root / "storage"))  # keyed on data's content
     t0 = time.perf_counter()
     manifest = run_stage(spark, plan["model"]).manifest
     wall = time.perf_counter() - t0
