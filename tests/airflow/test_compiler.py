@@ -206,3 +206,53 @@ def test_a_matrix_stage_is_a_task_group_of_its_expansions(tmp_path: Path) -> Non
     assert sorted(groups["out"].children) == ["out__3", "out__5"]
     assert dag.get_task("out__5").upstream_task_ids == {"few__5"}
     assert 'matrix: `{"n": 5}`' in dag.get_task("few__5").doc_md
+
+
+DAG_SOURCES = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+sources = {dag_id: bag.dags[dag_id].doc_md.split("Compiled by dagspec from ")[-1] for dag_id in bag.dag_ids}
+print(json.dumps({"dags": sources, "errors": bag.import_errors}))
+"""
+
+
+def _dag_sources(tmp_path: Path, pipelines: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", DAG_SOURCES, str(REPO / "dags" / "dagspec_pipelines.py")],
+        env={**_env(tmp_path, pipelines), "DAGSPEC_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.integration
+def test_a_dag_id_two_specs_share_runs_neither_and_the_import_error_names_both(tmp_path: Path) -> None:
+    """File order must not pick the pipeline a dag_id runs: both specs are import errors."""
+    pipelines = tmp_path / "pipelines"
+    write_spec(pipelines, "dag_id: ctr_demo\n" + GOOD, "a.yaml")
+    write_spec(pipelines, "# being edited\ndag_id: ctr_demo\n" + GOOD.replace("data/in", "data/new"), "b.yaml")
+    write_spec(pipelines, GOOD, "good.yaml")
+    bag = _dag_sources(tmp_path, pipelines)
+    assert bag["dags"] == {"good": "`pipelines/good.yaml`."}
+    (message,) = bag["errors"].values()
+    assert (
+        "pipelines/a.yaml:1:9: dag_id: 'ctr_demo' is also the dag_id of pipelines/b.yaml:2:9; "
+        "each spec needs its own dag_id\n"
+        "pipelines/b.yaml:2:9: dag_id: 'ctr_demo' is also the dag_id of pipelines/a.yaml:1:9; "
+        "each spec needs its own dag_id"
+    ) in message
+
+    # the copy gets its own dag_id: each DAG is compiled from its own file
+    (pipelines / "b.yaml").write_text((pipelines / "b.yaml").read_text().replace("ctr_demo", "ctr_demo_v2"))
+    assert _dag_sources(tmp_path, pipelines) == {
+        "dags": {
+            "ctr_demo": "`pipelines/a.yaml`.",
+            "ctr_demo_v2": "`pipelines/b.yaml`.",
+            "good": "`pipelines/good.yaml`.",
+        },
+        "errors": {},
+    }

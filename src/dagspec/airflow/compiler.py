@@ -13,10 +13,11 @@ from typing import Any
 from airflow.sdk import DAG, Asset, Param, TaskGroup
 
 from dagspec.airflow.operator import DagspecStageOperator
-from dagspec.errors import SpecError, SpecIssue, SpecValidationError
+from dagspec.errors import SpecError
 from dagspec.kinds.catalog import load_catalog
-from dagspec.spec.loader import load_spec, spec_files
+from dagspec.spec.loader import spec_files
 from dagspec.spec.models import FORCE_PARAM, INVALID_SPECS_DAG_ID, PipelineSpec, parse_ref
+from dagspec.spec.together import crash_error, load_specs
 
 
 def _as_datetime(value: dt.date | dt.datetime | None) -> dt.datetime | None:
@@ -144,29 +145,31 @@ def compile_folder(folder: Path, *, home: Path, jobs_dir: Path | None = None) ->
     """Compile every spec in ``folder``; a broken spec is recorded, never fatal to the others.
 
     Any exception while loading or compiling one spec (a bug of ours, a RecursionError) becomes
-    that file's error. Each compiled DAG, and the stand-in carrying the errors, is registered with
-    Airflow (see ``register``).
+    that file's error. Two specs with one ``dag_id`` are both errors, each naming the other: file
+    order must not decide which pipeline a dag_id runs. Each compiled DAG, and the stand-in
+    carrying the errors, is registered with Airflow (see ``register``).
     """
     result = CompiledFolder()
-    for path in spec_files(folder):
-        display = os.path.relpath(path, home) if path.is_relative_to(home) else str(path)
+    for loaded in load_specs(spec_files(folder), lambda path: _display(path, home)):
+        if loaded.spec is None:
+            result.errors += [loaded.error] if loaded.error else []
+            continue
         try:
-            spec = load_spec(path, display)
-            if spec.dag_id in result.dags:
-                result.errors.append(_duplicate_dag_id(spec, display))
-                continue
-            dag = compile_pipeline(spec, home=home, jobs_dir=jobs_dir)
+            dag = compile_pipeline(loaded.spec, home=home, jobs_dir=jobs_dir)
         except SpecError as exc:
             result.errors.append(exc)
             continue
         except Exception as exc:  # one spec must never take the others down, whatever it raises
-            message = f"cannot be loaded: {type(exc).__name__}: {str(exc)[:500]}"
-            result.errors.append(SpecValidationError([SpecIssue(display, 1, 1, "", message)]))
+            result.errors.append(crash_error(loaded.file, exc))
             continue
-        result.dags[spec.dag_id] = register(dag)
+        result.dags[loaded.spec.dag_id] = register(dag)
     if result.errors:
         result.dags[INVALID_SPECS_DAG_ID] = register(invalid_specs_dag(result.errors))
     return result
+
+
+def _display(path: Path, home: Path) -> str:
+    return os.path.relpath(path, home) if path.is_relative_to(home) else str(path)
 
 
 def register(dag: DAG) -> DAG:
@@ -179,10 +182,6 @@ def register(dag: DAG) -> DAG:
     with dag:
         pass
     return dag
-
-
-def _duplicate_dag_id(spec: PipelineSpec, display: str) -> SpecError:
-    return SpecValidationError([SpecIssue(display, 1, 1, "dag_id", f"dag_id {spec.dag_id!r} is used by another spec")])
 
 
 class InvalidSpecsDag(DAG):

@@ -16,26 +16,25 @@ from dagspec.kinds.catalog import load_catalog
 from dagspec.local import airflow_server, cluster
 from dagspec.local.gc import cmd_gc
 from dagspec.local.generate import GENERATORS
-from dagspec.local.project import display, load, spec_paths
+from dagspec.local.project import load_together, spec_paths
 from dagspec.local.run import cmd_init, cmd_run, cmd_show
 from dagspec.storage import project_home
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Check specs as Airflow reads them: each alone, and their dag_ids against their folders'."""
     home = project_home()
     failed = 0
     paths = spec_paths(args.paths, home)
     if not paths:
         print("no spec files found", file=sys.stderr)
         return 1
-    for path in paths:
-        try:
-            spec = load(path, home)
-        except SpecError as exc:
+    for loaded in load_together(paths, home, with_folders=True):
+        if loaded.spec is None:
             failed += 1
-            print(exc, file=sys.stderr)
+            print(loaded.error, file=sys.stderr)
             continue
-        print(f"ok  {display(path, home)}: dag {spec.dag_id!r}, {len(spec.stages)} stages")
+        print(f"ok  {loaded.file}: dag {loaded.spec.dag_id!r}, {len(loaded.spec.stages)} stages")
     return 1 if failed else 0
 
 
@@ -43,12 +42,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     """The project's specs, then every stage kind with where it comes from."""
     home = project_home()
     print("pipelines:")
-    for path in spec_paths([], home):
-        try:
-            spec = load(path, home)
-            print(f"  {spec.dag_id:30} {len(spec.stages):3} stages  {display(path, home)}")
-        except SpecError as exc:
-            print(f"  {'(invalid)':30} {len(exc.issues):3} errors  {display(path, home)}")
+    for loaded in load_together(spec_paths([], home), home):
+        if loaded.spec is not None:
+            print(f"  {loaded.spec.dag_id:30} {len(loaded.spec.stages):3} stages  {loaded.file}")
+        else:
+            errors = len(loaded.error.issues) if loaded.error else 0
+            print(f"  {'(invalid)':30} {errors:3} errors  {loaded.file}")
     catalog = load_catalog(home)
     print("kinds:")
     for definition in catalog.all():

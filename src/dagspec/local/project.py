@@ -9,9 +9,10 @@ from typing import Any
 
 import yaml
 
-from dagspec.errors import DagspecError
-from dagspec.spec.loader import load_spec, pipelines_dir, spec_files
+from dagspec.errors import DagspecError, SpecValidationError
+from dagspec.spec.loader import SPEC_SUFFIXES, load_spec, pipelines_dir, spec_files
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
+from dagspec.spec.together import LoadedSpec, claims_of, load_specs, shared_dag_id_issues
 
 
 def display(path: Path, home: Path) -> str:
@@ -36,6 +37,35 @@ def load(path: Path, home: Path) -> PipelineSpec:
     if not path.exists():
         raise DagspecError(f"{path}: no such spec file")
     return load_spec(path, display(path, home))
+
+
+def load_together(paths: Sequence[Path], home: Path, *, with_folders: bool = False) -> list[LoadedSpec]:
+    """Load specs read together: a ``dag_id`` two of them share is an error of both.
+
+    ``with_folders``: the other specs of each file's folder count too (the folder Airflow
+    parses with it, see ``require_own_dag_id``).
+    """
+    for path in paths:
+        if not path.exists():
+            raise DagspecError(f"{path}: no such spec file")
+    neighbours = sorted({p for path in paths for p in spec_files(path.parent)}) if with_folders else []
+    return load_specs(paths, lambda path: display(path, home), neighbours=neighbours)
+
+
+def require_own_dag_id(path: Path, home: Path) -> None:
+    """Refuse a spec that the DAG file would not compile into its own DAG.
+
+    ``dagspec run`` points the DAG file at the spec's folder; the DAG file compiles the
+    ``*.yaml``/``*.yml`` files there, and a ``dag_id`` two of them share compiles into no DAG.
+    """
+    if path.suffix not in SPEC_SUFFIXES:
+        raise DagspecError(
+            f"{display(path, home)}: the DAG file compiles only {' and '.join(SPEC_SUFFIXES)} files; rename it"
+        )
+    folder = [p for p in spec_files(path.parent) if p.resolve() != path.resolve()]
+    issues = shared_dag_id_issues(claims_of([path, *folder], lambda p: display(p, home))).get(path.resolve())
+    if issues:
+        raise SpecValidationError(issues)
 
 
 def parse_overrides(pairs: Sequence[str], spec: PipelineSpec) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from dagspec.local.airflow_env import (
     short_airflow_argv,
     uses_local_server,
 )
-from dagspec.local.project import absolute_root, display, load, parse_overrides
+from dagspec.local.project import absolute_root, display, load, parse_overrides, require_own_dag_id
 from dagspec.plan.modes import execution_mode, is_server_on_this_machine
 from dagspec.plan.reasons import stage_status
 from dagspec.plan.resolve import default_context, resolve_pipeline
@@ -102,6 +102,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     """Print every stage with its fingerprint, state and the reasons it will run."""
     home = project_home()
     spec = load(Path(args.spec), home)
+    try:
+        require_own_dag_id(Path(args.spec), home)
+    except DagspecError as exc:  # the plan below is still this file's
+        print(f"warning: {exc} (`dagspec run` refuses this spec)", file=sys.stderr)
     rows = stage_rows(spec, parse_overrides(args.param, spec), absolute_root(args.storage_root))
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -177,6 +181,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     home = project_home()
     spec_path = Path(args.spec).resolve()
     spec = load(spec_path, home)
+    # `dags test` runs the DAG the DAG file compiles from the spec's folder under this dag_id:
+    # it must be this file's (no other spec of the folder has the dag_id)
+    require_own_dag_id(spec_path, home)
     overrides = parse_overrides(args.param, spec)
     if args.force:
         overrides[FORCE_PARAM] = True
