@@ -66,3 +66,28 @@ def test_gc_removes_unreached_checkpoints_and_dead_leftovers(spark, home, tmp_pa
     assert not any(Path(p).exists() for p in expected)
     assert (stage_dir / leased).is_dir()  # under a live lease
     assert all(Path(s.checkpoint_dir, "_SUCCESS").exists() for s in current.values())
+
+
+def test_gc_keeps_an_invalid_specs_checkpoints_and_a_provisional_stages(
+    spark, home, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    data = parquet_table(spark, tmp_path, 30)
+    pipelines = tmp_path / "pipelines"
+    body = f"""
+        stages:
+          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
+          few: {{kind: sample, inputs: {{data: raw}}, params: {{n: 5}}}}
+        """
+    good = load_spec(write_spec(pipelines, body, name="good.yaml"))
+    broken = load_spec(write_spec(pipelines, body, name="broken.yaml"))
+    monkeypatch.setenv("DAGSPEC_PIPELINES", str(pipelines))
+    kept = run_pipeline_in_process(spark, good)
+    other = run_pipeline_in_process(spark, broken)
+    (pipelines / "broken.yaml").write_text("stages: {raw: {kind: nope}}\n")  # being edited: invalid now
+    storage.delete(kept["raw"].checkpoint_dir)  # raw must run again: few's fingerprint is provisional
+
+    assert main(["gc", "--keep", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "broken.yaml: invalid (its checkpoints are kept)" in out
+    assert all(Path(s.checkpoint_dir, "_SUCCESS").exists() for s in other.values())
+    assert Path(kept["few"].checkpoint_dir, "_SUCCESS").exists()  # reused if raw gives the same bytes again

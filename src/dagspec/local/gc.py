@@ -49,11 +49,15 @@ def reachable(specs: list[PipelineSpec], storage_root: str | None, home: Path) -
     return found, unresolved
 
 
-def plan_removals(root: str, reached: dict[str, set[str]], unresolved: set[str], keep: int) -> list[Removal]:
-    """What gc would remove under ``root``."""
+def plan_removals(
+    root: str, reached: dict[str, set[str]], unresolved: set[str], keep: int, only: set[str] | None = None
+) -> list[Removal]:
+    """What gc would remove under ``root`` (only under the dag_ids in ``only``, when given)."""
     removals: list[Removal] = []
     for dag_id in storage.list_names(root):
         if dag_id == checkpoint.EXPORTS_DIR or dag_id in unresolved or not storage.is_dir(f"{root}/{dag_id}"):
+            continue
+        if only is not None and dag_id not in only:
             continue
         for stage in storage.list_names(f"{root}/{dag_id}"):
             stage_dir = f"{root}/{dag_id}/{stage}"
@@ -97,11 +101,15 @@ def cmd_gc(args: argparse.Namespace) -> int:
     """Print and (unless --dry-run) remove what no current spec needs; report the bytes freed."""
     home = project_home()
     specs: list[PipelineSpec] = []
+    invalid = False
     for path in spec_paths([], home):
         try:
             specs.append(load(path, home))
         except SpecError:
+            invalid = True
             print(f"skipping {display(path, home)}: invalid (its checkpoints are kept)")
+    # an invalid spec's dag_id is unknown: collect only under the valid specs' own folders
+    only = {spec.dag_id for spec in specs} if invalid else None
     if not specs:
         print("no valid specs: nothing is reachable, refusing to collect")
         return 1
@@ -112,7 +120,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
         reached, unresolved = reachable(
             [s for s in specs if resolve_storage_root(s, home, override) == root], override, home
         )
-        for removal in plan_removals(root, reached, unresolved, args.keep):
+        for removal in plan_removals(root, reached, unresolved, args.keep, only):
             print(
                 f"{'would remove' if args.dry_run else 'removing'} {removal.path} ({removal.size} bytes): {removal.why}"
             )
