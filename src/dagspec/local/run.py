@@ -88,6 +88,7 @@ def stage_rows(spec: PipelineSpec, overrides: dict[str, Any], storage_root: str 
                 else None,
                 "inputs": {role: f"{i.stage}.{i.output}" for role, i in stage.inputs.items()},
                 "fingerprint": stage.fingerprint,
+                "provisional": bool(stage.pending),  # decided once the pending upstream stages commit
                 "state": status.state,
                 "reasons": status.reasons,
                 "mode": mode.mode if mode else None,
@@ -113,7 +114,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"{spec.dag_id}: {spec.description or ''}")
     for row in rows:
         inputs = ", ".join(f"{k}={v}" for k, v in row["inputs"].items()) or "-"
-        print(f"  {row['name']:20} {row['kind']:22} {row['fingerprint']}  {row['state']:7}  in: {inputs}")
+        fingerprint = f"~{row['fingerprint']}" if row["provisional"] else f" {row['fingerprint']}"
+        print(f"  {row['name']:20} {row['kind']:22}{fingerprint}  {row['state']:7}  in: {inputs}")
         if row["matrix"]:
             values = ", ".join(f"{k}={v}" for k, v in row["matrix"]["values"].items())
             print(f"  {'':20}   matrix stage {row['matrix']['stage']}: {values}")
