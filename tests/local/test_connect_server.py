@@ -1,8 +1,10 @@
-"""The local Spark Connect server: started once and reused, and a server killed mid-stage fails the
-attempt with a clear message while the retry starts a new server and completes the run."""
+"""The local Spark Connect server: started once and reused, recorded in the manifests of the stages it
+computes, and a server killed mid-stage fails the attempt with a clear message while the retry
+starts a new server and completes the run."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dagspec.job.connect_server import GROUP, ServerSettings, answering, ensure_server
+from dagspec.job.server_identity import ServerIdentity
 from dagspec.processes import ServiceGroup, default_run_dir
 from tests.conftest import REPO
 
@@ -56,6 +59,39 @@ def test_the_server_is_started_once_and_reused() -> None:
     assert ensure_server(REPO) == url and _server_pid() == pid
     status = subprocess.run([DAGSPEC, "connect", "status"], capture_output=True, text=True, check=True, cwd=REPO)
     assert f"Spark Connect server: up  {url}  (pid {pid}" in status.stdout
+
+
+# A stage run in a Connect client process of its own (as under Airflow) through the real runtime
+STAGE_IN_A_CLIENT = """
+import json, sys
+from pathlib import Path
+from dagspec.job.session import create_session
+from dagspec.spec.loader import load_spec
+from tests.helpers import manifest, run_pipeline_in_process
+spark = create_session("manifest-server", remote=sys.argv[2])
+print(json.dumps(manifest(run_pipeline_in_process(spark, load_spec(Path(sys.argv[1])))["few"])))
+"""
+
+
+def test_a_connect_stages_manifest_records_the_server_that_computed_it(tmp_path: Path) -> None:
+    url = ensure_server(REPO)
+    spec = tmp_path / "p" / "pipe.yaml"
+    spec.parent.mkdir()
+    spec.write_text("stages:\n  few: {kind: sql, params: {query: 'SELECT id FROM range(3)'}}\n")
+    env = {**os.environ, "DAGSPEC_HOME": str(REPO), "DAGSPEC_STORAGE_ROOT": str(tmp_path / "storage")}
+    done = subprocess.run(
+        [sys.executable, "-c", STAGE_IN_A_CLIENT, str(spec), f"{url}/;session_id=0c6d9d4e-2f49-4f5a-9d0e-6a3c1c1b2a11"],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    server = json.loads(done.stdout.splitlines()[-1])["server"]
+    assert server.pop("app_id").startswith("local-")
+    assert server == {
+        "url": url,  # without the session id (a token would be dropped too)
+        "spark_version": server["spark_version"],
+        "app_name": "dagspec-connect",
+        "dagspec_server": {**ServerIdentity.current(REPO).as_info(), "pid": _server_pid()},
+    }
 
 
 @pytest.mark.system

@@ -9,12 +9,17 @@ Whoever needs it calls :func:`ensure_server` (``dagspec run``, ``dagspec airflow
 stage's job process when its connection says the server is dagspec's local one): it starts the
 server when it is not answering, under a file lock so that concurrent callers start one. A
 killed server is therefore restarted by the next stage attempt (an Airflow retry).
+
+A server that answers is used only when this project started it, with this venv and this dagspec
+code (``dagspec.job.server_identity``): another checkout's server is refused, and ours is
+restarted when the code changed since it started.
 """
 
 from __future__ import annotations
 
 import fcntl
 import importlib.util
+import logging
 import os
 import socket
 import sys
@@ -22,7 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagspec import jvm
+from dagspec.job.server_identity import (
+    ServerIdentity,
+    group_listens,
+    listener,
+    read_identity,
+    remove_identity,
+    write_identity,
+)
 from dagspec.processes import ServiceError, ServiceGroup, default_run_dir, start_all, tail, wait_until
+
+log = logging.getLogger("dagspec.connect")
 
 GROUP = "connect"
 DEFAULT_PORT = 15002  # Spark Connect's own default
@@ -107,43 +122,137 @@ def server_env(home: Path, run_dir: Path) -> dict[str, str]:
     return {**spark_env(run_dir), "DAGSPEC_HOME": str(home)}
 
 
-def server_status(home: Path, run_dir: Path | None = None) -> str:
-    """One line per fact: recorded process, whether it runs and answers."""
-    run_dir = run_dir or default_run_dir(home)
+def _recorded(run_dir: Path, port: int, ours: ServerIdentity) -> tuple[ServiceGroup, Path] | None:
+    """The run file of the server of ``port``: in ``run_dir``, else in the run folder that the port's
+    identity file names when this project started it (``dagspec airflow up`` with a run folder of its own)."""
     group = ServiceGroup.load(run_dir, GROUP)
-    if group is None:
-        return "Spark Connect server: not running"
-    proc = group.processes[0]
-    port = int(group.info["port"])
-    state = "up" if proc.running and answering(port) else "running, not answering" if proc.running else "DEAD"
-    return f"Spark Connect server: {state}  {group.info['url']}  (pid {proc.pid}, log {proc.log})"
+    if group is not None and int(group.info.get("port", -1)) == port:
+        return group, run_dir
+    record = read_identity(port) or {}
+    if record.get("project") == ours.project and isinstance(record.get("run_dir"), str):
+        other = Path(record["run_dir"])
+        group = ServiceGroup.load(other, GROUP)
+        if group is not None and int(group.info.get("port", -1)) == port:
+            return group, other
+    return None
+
+
+def our_server(run_dir: Path, port: int, ours: ServerIdentity) -> tuple[ServiceGroup, Path] | None:
+    """The run file (and its folder) of the server answering on ``port`` when it is ours, else None.
+
+    Ours: its run file names this project and venv (a run file in this project's run folder from
+    before identities were recorded counts too; its code hash is unknown, so it is restarted), and
+    its recorded process is alive and is what listens on the port.
+    """
+    found = _recorded(run_dir, port, ours)
+    if found is None or not found[0].processes:
+        return None
+    recorded = ServerIdentity.from_info(found[0].info)
+    if recorded is None and found[1] != run_dir:
+        return None
+    if recorded is not None and (recorded.project, recorded.venv) != (ours.project, ours.venv):
+        return None
+    proc = found[0].processes[0]
+    return found if proc.running and group_listens(proc.pid, port) else None
+
+
+def refusal(port: int, ours: ServerIdentity) -> str:
+    """Why the server answering on ``port`` is not used, with whose it is as far as is known."""
+    record = read_identity(port) or {}
+    identity = ServerIdentity.from_info(record)
+    pid = record.get("pid")
+    if identity is not None and isinstance(pid, int) and group_listens(pid, port):
+        whose = f"started by {identity.owner()}, pid {pid}"
+    else:
+        found = listener(port)
+        whose = f"not started by dagspec: {found}" if found else "no dagspec identity recorded for the port"
+    return (
+        f"port {port} is served by a Spark Connect server that this project ({ours.project}) did not start "
+        f"({whose}); stop it, or set DAGSPEC_CONNECT_PORT to another port"
+    )
 
 
 def ensure_server(home: Path, run_dir: Path | None = None, settings: ServerSettings | None = None) -> str:
-    """The URL of the local server, started first when it does not answer."""
+    """The URL of the local server, started first when it does not answer.
+
+    A server that answers is used only when it is ours (see :func:`our_server`): one started by
+    another checkout or venv, or not by dagspec, is refused. Ours, started from other dagspec code
+    than the current one, is restarted: its reused Python workers hold the old modules.
+    """
     settings = settings or ServerSettings.from_env()
     run_dir = run_dir or default_run_dir(home)
     run_dir.mkdir(parents=True, exist_ok=True)
+    ours = ServerIdentity.current(home)
     with (run_dir / f"{GROUP}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent stages or runs start one server, not several
         if answering(settings.port):
-            # ours, or one started with another run folder (`dagspec airflow up` in a test, a
-            # developer's own): a server answers there, and that is what a stage needs
-            return settings.url
-        group = ServiceGroup.load(run_dir, GROUP)
-        if group is not None:
-            group.stop(run_dir)  # recorded but not answering: dead or hung, start afresh
-        group = ServiceGroup(GROUP, [], {"url": settings.url, "port": settings.port, "master": settings.master})
+            found = our_server(run_dir, settings.port, ours)
+            if found is None:
+                raise ServiceError(refusal(settings.port, ours))
+            group, folder = found
+            if group.info.get("code_hash") == ours.code_hash:
+                return settings.url
+            # A stage running on it fails ("stopped answering") and commits nothing; its retry runs
+            # it on the new server. Waiting for it instead would let new stages wait on old code.
+            log.warning(
+                "restarting the Spark Connect server at %s (pid %s): dagspec's code changed since it started "
+                "(code hash %s, now %s), and its reused Python workers would run the old code",
+                settings.url, group.processes[0].pid, group.info.get("code_hash", "unrecorded"), ours.code_hash,
+            )  # fmt: skip
+            _stop(group, folder)
+        else:
+            stale = ServiceGroup.load(run_dir, GROUP)
+            if stale is not None:
+                _stop(stale, run_dir)  # recorded but not answering: dead or hung, start afresh
+        info = {"url": settings.url, "port": settings.port, "master": settings.master, **ours.as_info()}
+        group = ServiceGroup(GROUP, [], info)
         start_all(group, run_dir, [("spark-connect", server_argv(settings))], server_env(home, run_dir))
         proc = group.processes[0]
+        write_identity(settings.port, ours, proc.pid, proc.start_ticks, run_dir)
         if not wait_until(lambda: answering(settings.port) or not proc.running, START_TIMEOUT_S, interval=0.5):
-            group.stop(run_dir)
+            _stop(group, run_dir)
             raise ServiceError(f"the Spark Connect server did not answer within {START_TIMEOUT_S:.0f} s")
         if not proc.running:
-            log = tail(proc.log, 20)
-            group.stop(run_dir)
-            raise ServiceError(f"the Spark Connect server exited while starting:\n{log}")
+            output = tail(proc.log, 20)
+            _stop(group, run_dir)
+            raise ServiceError(f"the Spark Connect server exited while starting:\n{output}")
         return settings.url
+
+
+def _stop(group: ServiceGroup, run_dir: Path) -> list[str]:
+    """Stop a recorded server; forget its run file and its identity file."""
+    lines = group.stop(run_dir)
+    if group.processes and "port" in group.info:
+        remove_identity(int(group.info["port"]), group.processes[0].pid)
+    return lines
+
+
+def server_status(home: Path, run_dir: Path | None = None) -> str:
+    """One line per fact: recorded process, whether it runs and answers; whose a server is when not ours."""
+    run_dir = run_dir or default_run_dir(home)
+    group = ServiceGroup.load(run_dir, GROUP)
+    port = int(group.info["port"]) if group is not None else ServerSettings.from_env().port
+    if group is None:
+        line = "Spark Connect server: not running"
+    else:
+        proc = group.processes[0]
+        state = "running, not answering" if proc.running else "DEAD"
+        line = f"Spark Connect server: {state}  {group.info['url']}  (pid {proc.pid}, log {proc.log})"
+    if not answering(port):
+        return line
+    ours = ServerIdentity.current(home)
+    found = our_server(run_dir, port, ours)
+    if found is None:
+        head = f"Spark Connect server: not started by this project at sc://127.0.0.1:{port}" if group is None else line
+        return f"{head}\n  {refusal(port, ours)}"
+    group, folder = found
+    proc = group.processes[0]
+    line = f"Spark Connect server: up  {group.info['url']}  (pid {proc.pid}, log {proc.log})"
+    if folder != run_dir:
+        line += f"\n  recorded in {folder}"
+    if group.info.get("code_hash") != ours.code_hash:
+        line += "\n  started from other dagspec code than the current one: the next stage restarts it"
+    return line
 
 
 def stop_server(home: Path, run_dir: Path | None = None) -> str:
@@ -152,4 +261,4 @@ def stop_server(home: Path, run_dir: Path | None = None) -> str:
     group = ServiceGroup.load(run_dir, GROUP)
     if group is None:
         return "Spark Connect server: not running"
-    return "\n".join(["Spark Connect server stopped:", *(f"  {line}" for line in group.stop(run_dir))])
+    return "\n".join(["Spark Connect server stopped:", *(f"  {line}" for line in _stop(group, run_dir))])

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dagspec.errors import DagspecError, StageFailedError
+from dagspec.job.session import server_record
 from dagspec.kinds.base import InputSource, IOType, StageContext
 from dagspec.kinds.catalog import Catalog, load_catalog
 from dagspec.plan.fingerprint import data_identity
@@ -136,6 +137,7 @@ def run_stage(
             "driver_cpu_s": round(_cpu_seconds() - cpu0, 3),
             "driver_peak_rss_mb": round(_peak_rss_mb(), 1),
             "spark": {"version": spark.version, **_driver_info(spark)},
+            "server": server_record(spark),  # the Spark Connect server that computed it; None: own driver
             "metrics": context.metrics,
         }
         committed = stage.checkpoint.commit(work_dir, manifest, replace=force or stage.checkpoint.state().done)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from dagspec.job.server_identity import ServerIdentity, group_listens, read_identity
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+# The server URL of each Connect session created here (by id: one or two sessions per process)
+_REMOTES: dict[int, str] = {}
 
 
 def create_session(
@@ -28,8 +35,34 @@ def create_session(
         session.client.set_retry_policies([DefaultPolicy(max_retries=6, max_backoff=4000)])
         for key, value in (conf or {}).items():
             session.conf.set(key, value)
+        _REMOTES[id(session)] = remote
         return session
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
     return builder.getOrCreate()
+
+
+def server_record(spark: SparkSession) -> dict[str, Any] | None:
+    """Which Spark Connect server computes in ``spark`` (None for a driver of its own), for the manifest.
+
+    Its URL without parameters (a token never lands in a manifest), what the server reports
+    (version, application id and name), and for dagspec's local server the identity it was started
+    with (project, venv, dagspec code hash, pid: ``dagspec.job.server_identity``).
+    """
+    remote = _REMOTES.get(id(spark))
+    if remote is None:
+        return None
+    parts = urlsplit(remote.split(";")[0])
+    port = parts.port or 15002  # Spark Connect's default
+    record: dict[str, Any] = {"url": f"{parts.scheme}://{parts.hostname}:{port}", "spark_version": spark.version}
+    for key in ("spark.app.id", "spark.app.name"):
+        with contextlib.suppress(Exception):  # a server may refuse to show non-SQL settings
+            record[key.removeprefix("spark.").replace(".", "_")] = spark.conf.get(key)
+    if parts.hostname in ("127.0.0.1", "localhost", "::1"):
+        found = read_identity(port) or {}
+        identity = ServerIdentity.from_info(found)
+        pid = found.get("pid")
+        if identity is not None and isinstance(pid, int) and group_listens(pid, port):
+            record["dagspec_server"] = {**identity.as_info(), "pid": pid}
+    return record
