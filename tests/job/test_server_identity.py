@@ -98,20 +98,25 @@ def test_another_checkouts_server_is_refused_and_status_says_whose_it_is(tmp_pat
         remove_identity(settings.port, group.processes[0].pid)
 
 
+@pytest.mark.parametrize("recorded_hash", ["0" * 16, None], ids=["a kind edited since", "no identity recorded"])
 def test_our_server_started_from_other_code_is_restarted_then_reused(
-    tmp_path: Path, settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, recorded_hash
 ) -> None:
     run_dir = tmp_path / "run"
     ours = ServerIdentity.current(REPO)
-    stale = ServerIdentity(ours.project, ours.venv, ours.python, "0" * 16)  # a kind was edited since it started
-    old = start_listener(settings, run_dir, stale.as_info()).processes[0]
-    write_identity(settings.port, stale, old.pid, old.start_ticks, run_dir)
+    if recorded_hash is None:  # a run file in this project's run folder from before identities were recorded
+        old = start_listener(settings, run_dir, {}).processes[0]
+    else:
+        stale = ServerIdentity(ours.project, ours.venv, ours.python, recorded_hash)
+        old = start_listener(settings, run_dir, stale.as_info()).processes[0]
+        write_identity(settings.port, stale, old.pid, old.start_ticks, run_dir)
     monkeypatch.setattr(connect_server, "server_argv", lambda s: listener_argv(s.port))
     try:
         assert "started from other dagspec code than the current one" in server_status(REPO, run_dir)
         with caplog.at_level(logging.WARNING, logger="dagspec.connect"):
             assert ensure_server(REPO, run_dir, settings) == settings.url
-        assert f"(pid {old.pid}): dagspec's code changed since it started (code hash {'0' * 16}" in caplog.text
+        was = recorded_hash or "unrecorded"
+        assert f"(pid {old.pid}): dagspec's code changed since it started (code hash {was}, now " in caplog.text
         assert not old.running and not old.group_alive()
         group = ServiceGroup.load(run_dir, GROUP)
         assert group is not None and group.info["code_hash"] == code_hash(REPO)
