@@ -155,3 +155,54 @@ def test_writes_hidden_after_with_or_from_are_refused(query: str, refused: str) 
         f"a sql stage returns a table and writes nothing: {refused} is refused (the stage's output is its "
         "query's result; export writes files)"
     )
+
+
+def test_a_file_read_by_path_in_sql_is_refused_at_validate(tmp_path: Path) -> None:
+    found = issues(
+        tmp_path,
+        """
+        stages:
+          raw: {kind: read, params: {format: csv, path: data.csv}}
+          passwd:
+            kind: sql
+            inputs: {data: raw}
+            params: {query: "SELECT * FROM data JOIN csv.`/etc/passwd` USING (id)"}
+        """,
+    )
+    assert found == [
+        "pipelines/unsafe.yaml:6:21: stages.passwd.params.query: csv.`/etc/passwd` reads a file by path; a stage "
+        "reads only its inputs: add a read stage for it and name that stage in inputs: (got 'SELECT * FROM data "
+        "JOIN csv.`/etc/passwd` USING (id)')"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "refused"),
+    [
+        ("select * from parquet.`/data/x`", "parquet.`/data/x` reads a file by path"),
+        ("select * from JSON . `relative/dir`", "JSON.`relative/dir` reads a file by path"),
+        ("select (select count(*) from text.`notes`) as n from a", "text.`notes` reads a file by path"),
+        ("select * from org.apache.spark.sql.csv.`/x`", "csv.`/x` reads a file by path"),
+        ("select * from delta.`s3a://bucket/t`", "delta.`s3a://bucket/t` reads a file by path"),
+        ("select * from READ_FILES('/data', format => 'csv')", "READ_FILES() reads files"),
+        ("select * from a join spark_catalog.default.t using (id)", "spark_catalog. names a catalog table"),
+        ("table global_temp.shared", "global_temp. names a catalog table"),
+    ],
+)
+def test_reads_the_text_shows_are_refused(query: str, refused: str) -> None:
+    why = refused_sql(query)
+    assert why is not None and why.startswith(refused)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select a.`weird name`, t.`id` from a join b as t using (id)",
+        "select * from a where note = 'see csv.`/etc/passwd`'",
+        "select `parquet`.id from a as `parquet`",
+        "select * from range(10)",
+        "select read_file_count from a -- read_files('/x')",
+    ],
+)
+def test_queries_that_only_look_like_reads_pass(query: str) -> None:
+    assert refused_sql(query) is None

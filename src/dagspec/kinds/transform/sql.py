@@ -7,6 +7,12 @@ A query, not a command: the params model refuses statements other than a query (
 shell command on every executor) and the Java reflection functions (``reflect``, ``java_method``,
 ``try_reflect``). Pydantic runs the check wherever the params are validated: when the spec loads
 (a literal query) and in the job after rendering (a templated one). See docs/security.md.
+
+A query reads only its inputs. The params model refuses what it can see in the text (a file read
+by path, ``csv.`/data/x.csv```; a file-reading table function, ``read_files(...)``; a table
+qualified by ``spark_catalog`` or ``global_temp``), and the job decides from Spark's own analysis
+of the query (``dagspec.kinds.plan_inputs``), which also sees ``IDENTIFIER('...')``, catalog
+tables and views, and reads inside subqueries.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import re
 from pydantic import Field, field_validator
 
 from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.plan_inputs import ADVICE, checked_sql
 
 QUERY_STARTS = ("select", "with", "from", "values", "table")
 _SCRIPT = re.compile(r"\busing\s*r?''", re.IGNORECASE)
@@ -24,10 +31,35 @@ _SCRIPT_RAW = re.compile(r"\b(transform|map|reduce)\b[\s\S]*\busing\s+r?['\"]", 
 # a write hidden after WITH or a Hive-style FROM (``FROM t INSERT OVERWRITE DIRECTORY '/x' ...``)
 _WRITE = re.compile(r"\b(insert\s+(into|overwrite)|merge\s+into)\b", re.IGNORECASE)
 _REFLECTION = re.compile(r"\b(reflect|java_method|try_reflect)\s*\(", re.IGNORECASE)
+# Spark's data sources, as in ``csv.`/path``` (run SQL on files directly)
+FILE_FORMATS = frozenset(
+    [
+        "csv",
+        "json",
+        "parquet",
+        "orc",
+        "text",
+        "binaryfile",
+        "avro",
+        "xml",
+        "delta",
+        "iceberg",
+        "hudi",
+        "jdbc",
+        "libsvm",
+        "image",
+    ]
+)
+_BY_PATH = re.compile(r"([A-Za-z_]\w*)\s*\.\s*(`(?:[^`]|``)*`)")
+_FILE_FUNCTIONS = re.compile(
+    r"\b(read_files|cloud_files|read_kafka|read_kinesis|read_pubsub|read_pulsar|read_statestore)\s*\(", re.IGNORECASE
+)
+_CATALOG = re.compile(r"\b(spark_catalog|global_temp)\s*\.", re.IGNORECASE)
 
 
-def skeleton(query: str) -> str:
-    """The query with comments blanked and string literals emptied (``''``), identifiers in backticks as ``x``."""
+def skeleton(query: str, names: bool = False) -> str:
+    """The query with comments blanked and string literals emptied (``''``), identifiers in backticks
+    as ``x`` (kept as written with ``names``)."""
     out: list[str] = []
     i, n = 0, len(query)
     while i < n:
@@ -57,8 +89,8 @@ def skeleton(query: str) -> str:
             end = query.find("`", i + 1)
             while end >= 0 and query.startswith("``", end):
                 end = query.find("`", end + 2)
-            i = n if end < 0 else end + 1
-            out.append("x")
+            start, i = i, n if end < 0 else end + 1
+            out.append(query[start:i] if names else "x")
         else:
             out.append(c)
             i += 1
@@ -90,6 +122,21 @@ def refused_sql(query: str) -> str | None:
     found = _REFLECTION.search(text)
     if found:
         return f"{found.group(1)}() calls Java methods by reflection and is refused (docs/security.md)"
+    return refused_read(text, skeleton(query, names=True))
+
+
+def refused_read(text: str, with_names: str) -> str | None:
+    """Why a query (its skeleton, and the same with names kept) reads something besides its inputs."""
+    for found in _BY_PATH.finditer(with_names):
+        source, name = found.group(1), found.group(2)
+        if source.lower() in FILE_FORMATS or "/" in name:
+            return f"{source}.{name} reads a file by path; {ADVICE}"
+    function = _FILE_FUNCTIONS.search(text)
+    if function:
+        return f"{function.group(1)}() reads files; {ADVICE}"
+    catalog = _CATALOG.search(text)
+    if catalog:
+        return f"{catalog.group(1)}. names a catalog table; {ADVICE}"
     return None
 
 
@@ -110,7 +157,4 @@ class SqlParams(StageParams):
 @kind("sql", params=SqlParams, any_inputs=True)
 def sql(inputs: Inputs, params: SqlParams, ctx: StageContext) -> Outputs:
     """Run a Spark SQL query over the inputs (views named by their roles)."""
-    for role, df in inputs.items():
-        assert not isinstance(df, str)
-        df.createOrReplaceTempView(role)
-    return {"data": ctx.spark.sql(params.query)}
+    return {"data": checked_sql(ctx.spark, params.query, inputs, ctx.stage_name)}
