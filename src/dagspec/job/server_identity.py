@@ -137,12 +137,15 @@ def remove_identity(port: int, pid: int) -> None:
 # --- who listens ---------------------------------------------------------------------------------
 
 
-def _listening_sockets(port: int) -> set[str]:
-    """``socket:[inode]`` of every TCP socket listening on ``port`` (IPv4, and IPv6 as a JVM binds)."""
+def _listening_sockets(port: int, tables: tuple[str, ...] = ("tcp6", "tcp")) -> set[str]:
+    """``socket:[inode]`` of every TCP socket listening on ``port`` (a JVM binds 127.0.0.1 as IPv6-mapped).
+
+    Each table costs ~4 ms to read here (the kernel formats it), so callers may ask for one.
+    """
     found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in tables:
         try:
-            rows = Path(table).read_text().splitlines()[1:]
+            rows = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
         except OSError:
             continue
         for row in rows:
@@ -184,12 +187,13 @@ def _pids(pgid: int | None = None) -> list[int]:
 def group_listens(pgid: int, port: int) -> bool:
     """Does process group ``pgid`` (a server started with setsid) hold the socket listening on ``port``?
 
-    The leader first: spark-submit execs into the server's JVM, which is what listens (~1 ms).
+    The leader first: spark-submit execs into the server's JVM, which is what listens.
     """
-    sockets = _listening_sockets(port)
-    if not sockets:
-        return False
-    return _holds(pgid, sockets) or any(_holds(pid, sockets) for pid in _pids(pgid) if pid != pgid)
+    for table in ("tcp6", "tcp"):  # the JVM's socket is in tcp6: one table read, not two
+        sockets = _listening_sockets(port, (table,))
+        if sockets and (_holds(pgid, sockets) or any(_holds(pid, sockets) for pid in _pids(pgid) if pid != pgid)):
+            return True
+    return False
 
 
 def listener(port: int) -> str | None:
