@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from dagspec.errors import DagspecError
 from dagspec.job.connect_server import ensure_server
+from dagspec.job.executor_wait import watch_executors
 from dagspec.job.runtime import run_stage
 from dagspec.job.session import create_session
 from dagspec.kinds.catalog import load_catalog
@@ -121,7 +122,10 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("DAGSPEC_HOME", stage.home)
     url = os.environ.get(CONNECT_URL_VAR)
     try:
-        spark = _connect_session(stage, url) if url else create_session(f"dagspec.{stage.dag_id}.{stage.name}")
+        app_name = f"dagspec.{stage.dag_id}.{stage.name}"
+        spark = _connect_session(stage, url) if url else create_session(app_name)
+        if not url:  # a driver of its own: never wait forever for executors
+            watch_executors(spark, app_name)
         try:
             result = run_stage(spark, stage, force=force)
         finally:
