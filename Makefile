@@ -73,3 +73,10 @@ airflow-up: bootstrap
 	$(VENV)/bin/dagspec airflow up
 airflow-down:
 	$(VENV)/bin/dagspec airflow down
+
+# The docker compose stack, for real: a Docker engine of its own, images (built from Debian
+# packages when no registry answers), compose up, every shipped pipeline and the faults of
+# tests/stack (see docs/deployment.md). Needs root on a machine without Docker (apt, dockerd).
+.PHONY: test-stack
+test-stack: bootstrap
+	deploy/ci/stack.sh $(PYTEST_ARGS)

