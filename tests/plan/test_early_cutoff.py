@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,31 @@ def test_two_writes_of_the_same_rows_have_one_digest_and_other_rows_another(spar
     assert storage.tree_digest(str(tmp_path / "a")) != storage.tree_digest(str(tmp_path / "c"))
     (tmp_path / "b" / "notes.txt").write_text("x")  # any extra file counts
     assert storage.tree_digest(str(tmp_path / "a")) != storage.tree_digest(str(tmp_path / "b"))
+
+
+WRITE_IN_ANOTHER_JVM = """
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+spark.range(100).selectExpr("id", "id * 2 AS twice", "id % 3 AS label").repartition(2, "id").write.parquet(sys.argv[1])
+"""
+
+
+def test_the_same_rows_written_by_two_jvms_have_one_digest(spark, tmp_path: Path) -> None:
+    # parquet-mr orders a footer's encodings lists by JVM identity hashes: other bytes, same data
+    spark.range(100).selectExpr("id", "id * 2 AS twice", "id % 3 AS label").repartition(2, "id").write.parquet(
+        str(tmp_path / "here")
+    )
+    subprocess.run([sys.executable, "-c", WRITE_IN_ANOTHER_JVM, str(tmp_path / "there")], check=True, timeout=300)
+    assert storage.tree_digest(str(tmp_path / "here")) == storage.tree_digest(str(tmp_path / "there"))
+    first = sorted((tmp_path / "here").glob("part-*.parquet"))[0]
+    assert storage.tree_digest(str(first)) != storage.tree_digest(str(tmp_path / "here"))
+    damaged = tmp_path / "damaged" / first.name
+    damaged.parent.mkdir()
+    data = bytearray(first.read_bytes())
+    data[4] ^= 0xFF  # a byte of the first data page: the footer still parses
+    damaged.write_bytes(bytes(data))
+    assert storage.tree_digest(str(damaged)) != storage.tree_digest(str(first))
 
 
 def test_an_upstream_recomputed_to_the_same_bytes_leaves_its_reader_done(spark, chain) -> None:

@@ -59,8 +59,8 @@ def stage_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
         old_key = (previous or {}).get("key")
         others = key_changes(old_key, stage.key) if isinstance(old_key, Mapping) else []
         waiting = (
-            f"upstream not committed yet: {', '.join(stage.pending)} (this stage's key holds their "
-            "content: it is decided when they have run, and stays done if they give the same bytes)"
+            f"upstream not committed yet: {', '.join(stage.pending)} runs first (this key holds the content "
+            "upstream commits: the stage stays done if that is the same bytes)"
         )
         return StageStatus("missing", [waiting, *(r for r in others if not r.startswith("upstream"))][:MAX_REASONS])
     previous = latest_manifest(stage)

@@ -80,8 +80,8 @@ class ResolvedStage(_Frozen):
     conf: dict[str, str] = Field(default_factory=dict)
     publish_path: str | None = None
     written_name: str = ""  # the stage as written in the spec (a matrix stage for its expansions)
-    # upstream stages not committed yet: their content is part of this key, so until they run
-    # this fingerprint is provisional (each task resolves again when it starts)
+    # the first upstream stages not committed yet: the content of what they lead to is part of
+    # this key, so until they run this fingerprint is provisional (each task resolves it again)
     pending: list[str] = Field(default_factory=list)
 
     @property
@@ -188,7 +188,7 @@ def resolve_pipeline(
                 manifests[upstream_name] = upstream.checkpoint.manifest()
             committed = manifests[upstream_name]
             if committed is None or committed.get("fingerprint") != upstream.fingerprint:
-                pending.update({upstream_name, *upstream.pending})
+                pending.update(upstream.pending or [upstream_name])  # the stages that must run first
                 committed = {}
             inputs[role] = ResolvedInput(
                 role=role,
