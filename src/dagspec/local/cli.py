@@ -1,4 +1,4 @@
-"""The ``dagspec`` command: validate, list, show, run, init, generate, cluster, airflow, connect, jvm-archive.
+"""The ``dagspec`` command: validate, list, show, run, head, describe, init, generate, cluster, airflow, connect, jvm-archive.
 
 Heavy modules (Airflow, Spark) are imported only by the verbs that need them, so ``validate`` and
 ``show`` answer in well under a second.
@@ -16,6 +16,7 @@ from dagspec.kinds.catalog import load_catalog
 from dagspec.local import airflow_server, cluster
 from dagspec.local.gc import cmd_gc
 from dagspec.local.generate import GENERATORS
+from dagspec.local.inspect import cmd_describe, cmd_head
 from dagspec.local.project import load_together, spec_paths
 from dagspec.local.run import cmd_init, cmd_run, cmd_show
 from dagspec.storage import project_home
@@ -126,6 +127,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="execution mode of the connection dagspec creates when none exists (default connect, or $DAGSPEC_MODE)",
     )
     p.set_defaults(func=cmd_run)
+
+    for verb, func, help_ in (
+        ("head", cmd_head, "schema and first rows of a committed stage output (pyarrow, no Spark)"),
+        ("describe", cmd_describe, "row count, columns, null counts and metrics of a committed stage output"),
+    ):
+        p = verbs.add_parser(verb, help=help_)
+        p.add_argument("spec")
+        p.add_argument("target", metavar="STAGE[.output]")
+        if verb == "head":
+            p.add_argument("-n", type=int, default=10, help="rows to print (default 10)")
+        p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
+        p.add_argument("--storage-root")
+        p.set_defaults(func=func)
 
     p = verbs.add_parser("init", help="create the local Airflow home and .dagspec/env")
     p.add_argument("--conn-id", action="append")

@@ -2,7 +2,8 @@
 
 Each reason of a stage that runs starts with one of: ``new``, ``params changed``, ``code changed``,
 ``input data changed``, ``upstream changed``, ``upstream not committed yet``, ``spark conf changed``,
-``forced``, ``broken``. A ``done`` stage may say ``upstream recomputed, same content: reused``.
+``forced``, ``broken``, ``published by another run``. A ``done`` stage may say ``upstream
+recomputed, same content: reused``.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ def stage_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
     if found.done:
         if stage.publish_path is not None:
             published = checkpoint.published_fingerprint(stage.publish_path)
+            if published is None:
+                return StageStatus("missing", [f"broken: export {stage.publish_path} holds nothing from dagspec"])
             if published != stage.fingerprint:
-                holds = f"fingerprint {published}" if published else "nothing from dagspec"
-                return StageStatus("missing", [f"broken: export {stage.publish_path} holds {holds}"])
+                return StageStatus("missing", [published_by_other_run(stage, published)])
         return StageStatus("done", reused_upstreams(stage))
     if stage.pending:
         previous = latest_manifest(stage)
@@ -71,6 +73,46 @@ def stage_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
         return StageStatus("missing", ["new: the last checkpoint of this stage predates recorded cache keys"])
     reasons = key_changes(old_key, stage.key)
     return StageStatus("missing", reasons[:MAX_REASONS] or ["new: no difference in the recorded key"])
+
+
+def published_by_other_run(stage: ResolvedStage, published: str) -> str:
+    """Why an export holding another fingerprint of this stage is published again: the params of the
+    run that published it, where they differ from this run's (found through the committed manifests
+    of both runs, upstream along the inputs)."""
+    then = checkpoint.Checkpoint(stage.stage_dir, published).manifest()
+    now = stage.checkpoint.manifest()
+    where = f"{stage.publish_path} holds fingerprint {published}"
+    if then is None or now is None:
+        return f"published by another run ({where}; that run's checkpoint is gone)"
+    differences = _param_differences(stage.name, then, now, set())
+    if not differences:
+        return f"published by another run ({where})"
+    return f"published by another run (params: {', '.join(differences[:MAX_REASONS])}): {where}"
+
+
+def _param_differences(name: str, then: Mapping[str, Any], now: Mapping[str, Any], seen: set[str]) -> list[str]:
+    """``stage.param=value`` (the value ``then`` had) for every rendered param of this stage and its
+    upstream stages that differs between two committed manifests of the same stage."""
+    old, new = _flatten(then.get("params") or {}), _flatten(now.get("params") or {})
+    found = [f"{name}.{key}={_short(old[key])}" for key in sorted(old) if old[key] != new.get(key, old[key])]
+    now_inputs = now.get("inputs") or {}
+    for role, was in sorted((then.get("inputs") or {}).items()):
+        is_ = now_inputs.get(role) or {}
+        if was.get("fingerprint") == is_.get("fingerprint") or was.get("stage") in seen:
+            continue
+        seen.add(str(was.get("stage")))
+        upstream_then, upstream_now = _input_manifest(was), _input_manifest(is_)
+        if upstream_then and upstream_now:
+            found = _param_differences(str(was.get("stage")), upstream_then, upstream_now, seen) + found
+    return found
+
+
+def _input_manifest(recorded: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The manifest of the upstream checkpoint an input record names (its path is <stage_dir>/<fp>/<output>)."""
+    path, fingerprint = recorded.get("path"), recorded.get("fingerprint")
+    if not isinstance(path, str) or not isinstance(fingerprint, str) or path.count("/") < 2:
+        return None
+    return checkpoint.Checkpoint(path.rsplit("/", 2)[0], fingerprint).manifest()
 
 
 def reused_upstreams(stage: ResolvedStage) -> list[str]:
