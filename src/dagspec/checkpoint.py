@@ -8,6 +8,7 @@ Layout of one stage under the storage root::
       _lease-<fingerprint>           the live attempt's lease: owner and heartbeat
       _scratch-<fingerprint>/        state that survives a killed attempt (training checkpoints)
       _old-<fingerprint>-<id>/       a checkpoint replaced by --force, removed by `dagspec gc`
+      _failed-<fingerprint>.json     the cause of the last failed attempt (``dagspec.plan.failure``)
 
 A checkpoint is trusted only when ``_SUCCESS`` exists, ``manifest.json`` names its fingerprint and
 every output folder it lists exists. One attempt per fingerprint holds the lease; a second one
@@ -39,6 +40,7 @@ TMP_PREFIX = "_tmp-"
 OLD_PREFIX = "_old-"
 LEASE_PREFIX = "_lease-"
 SCRATCH_PREFIX = "_scratch-"
+FAILED_PREFIX = "_failed-"
 LEASE_TTL_S = 90.0
 HEARTBEAT_S = 15.0
 
@@ -328,7 +330,7 @@ class Entry:
     """One folder or file of a stage directory, classified for `dagspec gc`."""
 
     name: str
-    kind: str  # committed | broken | attempt | replaced | scratch | lease
+    kind: str  # committed | broken | attempt | replaced | scratch | lease | failure
     fingerprint: str
     finished: str = ""
 
@@ -345,6 +347,8 @@ def stage_entries(stage_dir: str) -> list[Entry]:
             entries.append(Entry(name, "scratch", name[len(SCRATCH_PREFIX) :]))
         elif name.startswith(LEASE_PREFIX):
             entries.append(Entry(name, "lease", name[len(LEASE_PREFIX) :].split(".stale-")[0]))
+        elif name.startswith(FAILED_PREFIX):
+            entries.append(Entry(name, "failure", name[len(FAILED_PREFIX) :].removesuffix(".json")))
         elif not name.startswith((".", "_")):
             found = Checkpoint(stage_dir, name)
             manifest = found.manifest() if found.state().done else None

@@ -14,12 +14,14 @@ resolved stage as its only argument, in the mode its connection chooses (``dagsp
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -29,6 +31,7 @@ from dagspec import jvm
 from dagspec.airflow.client_process import start_client
 from dagspec.errors import ConnectionMissingError, DagspecError
 from dagspec.kinds.catalog import load_catalog
+from dagspec.plan.failure import StageFailure, clear_record, failure_line, find_failure, read_record, write_record
 from dagspec.plan.modes import (
     CONNECT,
     CONNECT_CONN_TYPE,
@@ -98,7 +101,7 @@ class DagspecStageOperator(SparkSubmitOperator):
                 self._conn_id = self._submit_conn_id(connection.extra_dejson, stage.name, mode)
                 self._connection(self._conn_id)
             self.prepare_submit(stage, force=force)
-            super().execute(context)
+            self.submit(stage, context)
         if not is_hit(stage):
             raise AirflowException(f"the stage returned but {stage.checkpoint_dir} is not a complete checkpoint")
 
@@ -144,13 +147,36 @@ class DagspecStageOperator(SparkSubmitOperator):
         how = "started ahead, stage sent on stdin" if ahead else "started now"
         self.log.info("Connect client (%s): %s %s <stage JSON>", how, argv[0], " ".join(argv[1:-1]))
         assert self._client.stdout is not None
+        failure = None
         for line in self._client.stdout:
             self.log.info("%s", line.rstrip())
+            failure = find_failure([line]) or failure
         code = self._client.wait()
         if code != 0:
-            raise AirflowException(
-                f"stage {stage.name!r} failed (Connect client exit code {code}); see the lines above"
-            )
+            self.fail(stage, failure, f"Connect client exit code {code}")
+
+    def submit(self, stage: ResolvedStage, context: Any) -> None:
+        """spark-submit the stage through the provider's hook; a failure says its root cause first."""
+        with contextlib.suppress(Exception):  # a previous attempt's record must not be taken for this one's
+            clear_record(stage.stage_dir, stage.fingerprint)
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            failure = None
+            with contextlib.suppress(Exception):
+                failure = read_record(stage.stage_dir, stage.fingerprint)
+            code = re.search(r"Error code is: (-?\d+)", str(exc))
+            self.fail(stage, failure, f"spark-submit exit code {code.group(1)}" if code else "spark-submit failed")
+
+    def fail(self, stage: ResolvedStage, failure: StageFailure | None, how: str) -> NoReturn:
+        """Raise the task's failure: the stage's root cause with the spec's file:line first, then how
+        the process ended; the job's full output is in the lines above."""
+        if failure is None:
+            raise AirflowException(f"stage {stage.name!r} failed ({how}); see the lines above")
+        line = failure_line(self.spec, failure)
+        with contextlib.suppress(Exception):
+            write_record(stage.stage_dir, stage.fingerprint, failure, line)
+        raise AirflowException(f"{line}\n({how}; the full trace is in the lines above)")
 
     def on_kill(self) -> None:
         client = getattr(self, "_client", None)

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING
 from dagspec.errors import DagspecError
 from dagspec.job.connect_server import ensure_server
 from dagspec.job.executor_wait import watch_executors
+from dagspec.job.failure import stage_failure
 from dagspec.job.runtime import run_stage
 from dagspec.job.session import create_session
 from dagspec.kinds.catalog import load_catalog
+from dagspec.plan.failure import StageFailure, write_record
 from dagspec.plan.modes import STAGE_ON_STDIN, is_session_conf
 from dagspec.plan.resolve import ResolvedStage
 
@@ -105,6 +107,35 @@ def stage_from_stdin() -> list[str] | None:
     return [str(arg) for arg in message["args"]]
 
 
+def _connection_cause(url: str, exc: BaseException) -> str:
+    where = url.split(";")[0]  # never the token
+    restarts = " and restarts the local server" if os.environ.get(CONNECT_LOCAL_VAR) == "1" else ""
+    return (
+        f"the Spark Connect server {where} stopped answering ({type(exc).__name__}); nothing was committed, "
+        f"a retry runs the stage again{restarts}"
+    )
+
+
+def report_failure(stage: ResolvedStage, exc: Exception, url: str | None) -> None:
+    """Log the failure (with its trace unless dagspec raised it on purpose), print the marker line
+    with its root cause last, and record it beside the stage's checkpoints."""
+    connection_lost = bool(url) and _is_connection_failure(exc)
+    if url and connection_lost:
+        failure = StageFailure(stage.name, stage.kind, _connection_cause(url, exc))
+    else:
+        files: tuple[str, ...] = ()
+        with contextlib.suppress(Exception):
+            catalog = load_catalog(Path(stage.home))
+            if stage.kind in catalog.files:
+                files = (str(Path(catalog.files[stage.kind]).resolve()),)
+        failure = stage_failure(exc, stage.name, stage.kind, stage.params, code_files=files, home=Path(stage.home))
+    trace = not isinstance(exc, DagspecError) and not connection_lost  # the full trace stays in the log
+    log.error("stage %s failed: %s", stage.name, failure.cause, exc_info=exc if trace else None)
+    print(failure.marker_line(), file=sys.stderr, flush=True)
+    with contextlib.suppress(Exception):  # the record is a courtesy: the marker line above is the report
+        write_record(stage.stage_dir, stage.fingerprint, failure)
+
+
 def main(argv: list[str]) -> int:
     """Parse the argument, start the session, run the stage; 0 on success or a hit, 1 on failure."""
     if argv == [STAGE_ON_STDIN]:
@@ -131,22 +162,9 @@ def main(argv: list[str]) -> int:
         finally:
             with contextlib.suppress(Exception):  # a dead Connect server cannot release the session
                 spark.stop()
-    except DagspecError as exc:
-        log.error("stage %s failed: %s", stage.name, exc)
-        return 1
     except Exception as exc:
-        if url and _is_connection_failure(exc):
-            where = url.split(";")[0]  # never the token
-            log.error(
-                "stage %s failed: the Spark Connect server %s stopped answering (%s); nothing was committed, "
-                "a retry runs the stage again%s",
-                stage.name,
-                where,
-                type(exc).__name__,
-                " and restarts the local server" if os.environ.get(CONNECT_LOCAL_VAR) == "1" else "",
-            )
-            return 1
-        raise
+        report_failure(stage, exc, url)
+        return 1
     if result.outcome == "hit":
         log.info("checkpoint hit: %s", stage.checkpoint_dir)
     else:

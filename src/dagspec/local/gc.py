@@ -90,6 +90,11 @@ def _stage_removals(stage_dir: str, wanted: set[str], keep: int) -> list[Removal
             else ""
             if entry.fingerprint in kept
             else "the scratch folder of an unreached fingerprint",
+            "failure": "the failure record of a fingerprint since committed"
+            if entry.fingerprint in committed
+            else ""
+            if entry.fingerprint in kept
+            else "the failure record of an unreached fingerprint",
         }[entry.kind]
         if why:
             path = f"{stage_dir}/{entry.name}"

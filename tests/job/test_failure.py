@@ -1,0 +1,192 @@
+"""A failed stage's root cause as one located line: Spark errors through the real runtime and the job
+entry's failure path, a plugin's Python exception, out of memory and a lost worker on captured text."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.errors import AnalysisException, ParseException
+
+from dagspec.job.failure import stage_failure
+from dagspec.job.main import report_failure
+from dagspec.job.runtime import run_stage
+from dagspec.kinds.catalog import build_catalog
+from dagspec.plan.failure import MARKER, failure_line, find_failure, read_record, record_path
+from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
+from dagspec.spec.loader import load_spec
+from tests.conftest import REPO
+from tests.helpers import parquet_table, write_spec
+
+pytestmark = pytest.mark.spark
+
+SPEC = """
+stages:
+  raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
+  enriched:
+    kind: sql
+    inputs: {{data: raw}}
+    params:
+      query: "{query}"
+"""
+
+
+def _run_broken(spark, tmp_path: Path, query: str, error: type[Exception], match: str):
+    data = parquet_table(spark, tmp_path, 10)
+    path = write_spec(tmp_path / "pipelines", SPEC.format(data=data, query=query), "x.yaml")
+    spec = load_spec(path, "pipelines/x.yaml")
+    context = default_context(spec, {})
+    run_stage(spark, resolve_pipeline(spec, context)["raw"])
+    stage = resolve_pipeline(spec, context)["enriched"]
+    with pytest.raises(error, match=match) as raised:
+        run_stage(spark, stage)
+    return spec, stage, raised.value
+
+
+def _reported(stage: ResolvedStage, exc: Exception, capsys: pytest.CaptureFixture[str]):
+    report_failure(stage, exc, None)
+    err = capsys.readouterr().err
+    markers = [line for line in err.splitlines() if line.startswith(MARKER)]
+    assert len(markers) == 1 and err.rstrip().endswith(markers[0])  # one marker, after the trace
+    failure = find_failure(err.splitlines())
+    assert failure is not None and read_record(stage.stage_dir, stage.fingerprint) == failure
+    return failure
+
+
+def test_a_parse_error_in_a_sql_query_names_the_stage_and_the_query(spark, home, tmp_path: Path, capsys) -> None:
+    spec, stage, exc = _run_broken(
+        spark, tmp_path, "SELECT id FROM data WHERE id > 1 form data", ParseException, "PARSE_SYNTAX_ERROR"
+    )
+    failure = _reported(stage, exc, capsys)
+    assert failure_line(spec, failure) == (
+        "stage 'enriched' (pipelines/x.yaml:3:3, kind sql) failed: [PARSE_SYNTAX_ERROR] Syntax error at or near "
+        "'form' (line 1, pos 33) in stages.enriched.params.query (pipelines/x.yaml:7:14)"
+    )
+
+
+def test_an_unknown_column_names_the_stage_and_the_query(spark, home, tmp_path: Path, capsys) -> None:
+    spec, stage, exc = _run_broken(spark, tmp_path, "SELECT nope FROM data", AnalysisException, "UNRESOLVED_COLUMN")
+    failure = _reported(stage, exc, capsys)
+    assert failure_line(spec, failure) == (
+        "stage 'enriched' (pipelines/x.yaml:3:3, kind sql) failed: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, "
+        "variable, or function parameter with name `nope` cannot be resolved. Did you mean one of the following? "
+        "[`id`, `label`] (line 1, pos 7) in stages.enriched.params.query (pipelines/x.yaml:7:14)"
+    )
+
+
+PLUGIN = '''
+"""A kind that fails in its own code."""
+from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, StageParams, kind
+
+
+class ExplodeParams(StageParams):
+    limit: int = 3
+
+
+def _check(rows: int, limit: int) -> None:
+    if rows > limit:
+        raise ValueError(f"{rows} rows, more than {limit}")
+
+
+@kind("explode", params=ExplodeParams, inputs={"data": TABLE})
+def explode(inputs: Inputs, params: ExplodeParams, ctx: StageContext) -> Outputs:
+    _check(inputs["data"].count(), params.limit)
+    return {"data": inputs["data"]}
+'''
+
+
+def test_a_python_exception_in_a_plugin_kind_names_its_last_frame(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "team_kinds.py").write_text(PLUGIN)
+    monkeypatch.setenv("DAGSPEC_PLUGINS", str(tmp_path / "plugins"))
+    monkeypatch.setenv("DAGSPEC_STORAGE_ROOT", str(tmp_path / "storage"))
+    catalog = build_catalog(tmp_path)
+    data = parquet_table(spark, tmp_path, 10)
+    text = f'stages:\n  raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}\n'
+    text += "  capped:\n    kind: explode\n    inputs: {data: raw}\n"
+    spec = load_spec(write_spec(tmp_path / "pipelines", text, "p.yaml"), "pipelines/p.yaml", catalog=catalog)
+    context = default_context(spec, {})
+    run_stage(spark, resolve_pipeline(spec, context, home=tmp_path, catalog=catalog)["raw"], catalog=catalog)
+    stage = resolve_pipeline(spec, context, home=tmp_path, catalog=catalog)["capped"]
+    with pytest.raises(ValueError, match="10 rows") as raised:
+        run_stage(spark, stage, catalog=catalog)
+    failure = _reported(stage, raised.value, capsys)
+    assert failure_line(spec, failure) == (
+        "stage 'capped' (pipelines/p.yaml:3:3, kind explode) failed: ValueError: 10 rows, more than 3 "
+        "(at plugins/team_kinds.py:12 in _check)"
+    )
+
+
+@pytest.mark.integration
+def test_the_stage_entry_reports_a_parse_error_across_the_process_boundary(spark, home, tmp_path: Path) -> None:
+    """jobs/run_stage.py as its own driver (as under spark-submit): exit code 1, the marker line last
+    in its output, the record beside the checkpoints."""
+    data = parquet_table(spark, tmp_path, 10)
+    path = write_spec(
+        tmp_path / "pipelines", SPEC.format(data=data, query="SELECT id FROM data WHERE id > 1 form data"), "x.yaml"
+    )
+    spec = load_spec(path, "pipelines/x.yaml")
+    context = default_context(spec, {})
+    run_stage(spark, resolve_pipeline(spec, context)["raw"])
+    stage = resolve_pipeline(spec, context)["enriched"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DAGSPEC_CONNECT")}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "jobs" / "run_stage.py"), stage.to_json()],
+        env={**env, "PYSPARK_SUBMIT_ARGS": "--master local[1] --conf spark.ui.enabled=false pyspark-shell"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert done.returncode == 1
+    failure = find_failure(done.stderr.splitlines())
+    assert failure is not None
+    assert done.stderr.rstrip().splitlines()[-1] == failure.marker_line()
+    assert failure_line(spec, failure) == (
+        "stage 'enriched' (pipelines/x.yaml:3:3, kind sql) failed: [PARSE_SYNTAX_ERROR] Syntax error at or near "
+        "'form' (line 1, pos 33) in stages.enriched.params.query (pipelines/x.yaml:7:14)"
+    )
+    assert json.loads(Path(record_path(stage.stage_dir, stage.fingerprint)).read_text())["cause"] == failure.cause
+    assert "Traceback" in done.stderr  # the full trace stays in the log
+
+
+# Captured from real failures (Spark 4 driver logs); a real OOM or a killed worker takes minutes.
+OOM = (
+    "An error occurred while calling o123.parquet.\n: org.apache.spark.SparkException: Job aborted due to stage "
+    "failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task 0.0 in stage 3.0 (TID 7) "
+    "(10.0.0.5 executor driver): java.lang.OutOfMemoryError: Java heap space\n\tat java.base/java.util.Arrays"
+)
+LOST = (
+    "[SPARK_JOB_CANCELLED] Job aborted due to stage failure: Task 1 in stage 2.0 failed 4 times, most recent "
+    "failure: Lost task 1.3 in stage 2.0 (TID 9) (10.0.0.7 executor 2): ExecutorLostFailure (executor 2 exited "
+    "caused by one of the running tasks) Reason: Command exited with code 137. SQLSTATE: XXKDA"
+)
+
+
+def test_out_of_memory_is_named_before_the_spark_wrapper() -> None:
+    failure = stage_failure(RuntimeError(OOM), "train", "xgboost", {})
+    assert failure.cause == (
+        "out of memory (java.lang.OutOfMemoryError: Java heap space); give it more "
+        "memory: the stage's spark.resources driver_memory / executor_memory, or fewer rows per partition"
+    )
+
+
+def test_a_lost_executor_is_named_before_the_spark_error_class() -> None:
+    try:
+        try:
+            raise ConnectionError(LOST)
+        except ConnectionError as inner:
+            raise RuntimeError("stage failed") from inner
+    except RuntimeError as exc:
+        failure = stage_failure(exc, "train", "xgboost", {})
+    assert failure.cause == (
+        "a worker or executor was lost (ExecutorLostFailure (executor 2 exited caused by one of the running tasks) "
+        "Reason: Command exited with code 137); killed from outside or by the machine's memory limit: see the "
+        "worker's log"
+    )
