@@ -107,6 +107,17 @@ def test_first_run_computes_every_stage(project) -> None:
     assert clients == ([] if project["mode"] == "spark" else ["started now"] + ["started ahead"] * (len(rows) - 1))
     masters = {m["spark"]["master"] for m in committed.values()}
     assert masters == ({"spark connect"} if project["mode"] == "connect" else {"local[*]"})
+    assert {name: task_outcome(done, name) for name in rows} == {name: "ran" for name in rows}
+    assert re.search(r"^ctr_demo: success in [0-9.]+ s; 5 stages: 5 ran, 0 hits$", done.stdout, re.M), done.stdout
+    exported = project["storage"] / "exports" / "out" / "ctr_demo" / "train"
+    assert re.search(rf"^published \(exports\):\n  train_out +{exported}$", done.stdout, re.M), done.stdout
+
+
+def task_outcome(done: subprocess.CompletedProcess[str], stage: str) -> str:
+    """`ran` or `hit` (with the checkpoint it found), as `dagspec run` printed it for the stage."""
+    match = re.search(rf"^  {stage} +(ran|hit) +[0-9.]+ s(  \S+)?$", done.stdout, re.M)
+    assert match, done.stdout
+    return match.group(1) + (f" {match.group(2).strip()}" if match.group(2) else "")
 
 
 def run_log(done: subprocess.CompletedProcess[str]) -> str:
@@ -127,7 +138,9 @@ def test_second_run_is_all_checkpoint_hits(project) -> None:
         # the operator's own record: it skipped this stage, and spark-submit never started
         assert f"stage {name} ({row['kind']}, {row['fingerprint']}): done" in log
         assert f"checkpoint hit: {row['output']}; nothing to run" in log
+        assert task_outcome(done, name) == f"hit {row['output']}"
     assert "Spark-Submit cmd" not in log
+    assert re.search(r"^ctr_demo: success in [0-9.]+ s; 5 stages: 0 ran, 5 hits$", done.stdout, re.M), done.stdout
 
 
 def test_changing_one_param_reruns_exactly_the_affected_stages(project) -> None:
@@ -140,6 +153,18 @@ def test_changing_one_param_reruns_exactly_the_affected_stages(project) -> None:
     assert {k: after[k] for k in before} == before  # nothing recomputed in place
     split = next(after[k] for k in new if k.startswith("split/"))
     assert split["params"]["fractions"] == {"train": 0.7, "test": 0.3}
+    assert {name for name in show(project) if task_outcome(done, name) == "ran"} == {"split", "train_out"}
+    assert "; 5 stages: 2 ran, 3 hits\n" in done.stdout
+    # at the defaults the export now holds the other run's data: republished, and not called broken
+    train_out = show(project)["train_out"]
+    published = next(after[k]["fingerprint"] for k in new if k.startswith("train_out/"))
+    assert (train_out["state"], train_out["reasons"]) == (
+        "missing",
+        [
+            "published by another run (params: split.fractions.test=0.3, split.fractions.train=0.7): "
+            f"{project['storage']}/exports/out/ctr_demo/train holds fingerprint {published}"
+        ],
+    )
 
 
 def _spark_driver_pids(app_name: str) -> list[int]:

@@ -27,6 +27,7 @@ from dagspec.local.airflow_env import (
     uses_local_server,
 )
 from dagspec.local.project import absolute_root, display, load, parse_overrides, require_own_dag_id
+from dagspec.local.summary import counts, result_lines, stage_outcomes, task_line
 from dagspec.plan.modes import execution_mode, is_server_on_this_machine
 from dagspec.plan.reasons import stage_status
 from dagspec.plan.resolve import default_context, resolve_pipeline
@@ -209,9 +210,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         code, run_id = dags_test(spec.dag_id, overrides, env, None if args.verbose else log)
     state, tasks = _run_states(Path(env["AIRFLOW_HOME"]) / "airflow.db", spec.dag_id, run_id)
     order = {name: i for i, name in enumerate(spec.stage_order())}
+    # a successful run's stages: `hit` (the checkpoint was there) or `ran`, from their manifests
+    outcomes = stage_outcomes(spec, overrides, started) if state == "success" and code == 0 else None
     for task_id, task_state, duration in sorted(tasks, key=lambda t: order.get(t[0], 0)):
-        print(f"  {task_id:24} {task_state:16} {duration:7.1f} s")
-    print(f"{spec.dag_id}: {state} in {time.time() - started:.1f} s")
+        print(task_line(task_id, task_state, duration, (outcomes or {}).get(task_id), home))
+    tally = f"; {counts(outcomes)}" if outcomes else ""
+    print(f"{spec.dag_id}: {state} in {time.time() - started:.1f} s{tally}")
     if state != "success" or code != 0:
         if not args.verbose:
             tail = log_path.read_text().splitlines()[-40:]
@@ -221,9 +225,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         rows = stage_rows(spec, overrides, None)
     except DagspecError:
         return 0  # params that depend on the run (ds, run_id) cannot be resolved here
-    print("outputs (manifest.json in each):")
+    print("checkpoints (manifest.json in each; `dagspec head`/`describe` SPEC STAGE look inside):")
     for row in rows:
         print(f"  {row['name']:24} {row['output']}")
+    for line in result_lines(outcomes or {}, home):
+        print(line)
     _print_reports(spec, rows)
     return 0
 
