@@ -12,6 +12,7 @@ import yaml
 from dagspec.errors import DagspecError, SpecValidationError
 from dagspec.spec.loader import SPEC_SUFFIXES, load_spec, pipelines_dir, spec_files
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
+from dagspec.spec.params import run_param_value
 from dagspec.spec.together import LoadedSpec, claims_of, load_specs, shared_dag_id_issues
 
 
@@ -69,17 +70,13 @@ def require_own_dag_id(path: Path, home: Path) -> None:
 
 
 def parse_overrides(pairs: Sequence[str], spec: PipelineSpec) -> dict[str, Any]:
-    """``-p name=value`` pairs as run params (strings stay strings; others are parsed as YAML)."""
+    """``-p name=value`` pairs as run params, each checked against its declaration (``run_param_value``)."""
     overrides: dict[str, Any] = {}
     for pair in pairs:
         name, sep, raw = pair.partition("=")
         if not sep:
             raise DagspecError(f"-p expects name=value, got {pair!r}")
-        if name not in spec.params and name != FORCE_PARAM:
-            known = ", ".join(spec.params) or "none"
-            raise DagspecError(f"unknown param {name!r} for {spec.dag_id}; params: {known}")
-        param = spec.params.get(name)
-        overrides[name] = raw if param is not None and param.type == "string" else yaml.safe_load(raw)
+        overrides[name] = yaml.safe_load(raw) if name == FORCE_PARAM else run_param_value(spec, name, raw)
     return overrides
 
 

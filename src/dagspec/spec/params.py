@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from dagspec.errors import SpecIssue
+from dagspec.errors import DagspecError, SpecIssue
 from dagspec.kinds.base import StageParams
 from dagspec.kinds.catalog import suggest
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
@@ -225,3 +225,31 @@ def stage_param_issues(spec: PipelineSpec, stage: str, problems: list[ParamProbl
 def is_true(value: object) -> bool:
     """Truthiness of a flag that may arrive as a bool or as a string (a form, ``-p``, a connection extra)."""
     return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def run_param_value(spec: PipelineSpec, name: str, raw: str) -> Any:
+    """The value of ``-p name=raw`` (strings stay strings; other types are parsed as YAML), checked
+    against the param's declaration; a DagspecError names the declaration's ``file:line:col``."""
+    import yaml
+    from jsonschema.exceptions import best_match
+    from jsonschema.validators import validator_for
+
+    param = spec.params.get(name)
+    if param is None:
+        known = ", ".join(spec.params) or "none"
+        raise DagspecError(
+            f"unknown param {name!r} for {spec.dag_id}{suggest(name, list(spec.params))}; params: {known}"
+        )
+    try:
+        value = raw if param.types() == ["string"] else yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    schema = param.json_schema()
+    error = best_match(validator_for(schema)(schema).iter_errors(value))
+    if error is None:
+        return value
+    line, col = spec.position(("params", name), prefer_key=True)
+    raise DagspecError(
+        f"{spec.source}:{line}:{col}: params.{name}: -p {name}={raw} does not fit the param's declaration: "
+        f"{error.message}"
+    )
