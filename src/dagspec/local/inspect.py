@@ -138,7 +138,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if target.table:
         files = _parquet_files(target.path)
         total = sum(f.metadata.num_rows for f in files)
-        print(f"rows: {total:,d} ({len(files)} Parquet files)")
+        print(f"rows: {total:,d} ({len(files)} Parquet file{'' if len(files) == 1 else 's'})")
         if files:
             print("columns:")
             for field in files[0].schema_arrow:
