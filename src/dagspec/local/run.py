@@ -28,6 +28,7 @@ from dagspec.local.airflow_env import (
 )
 from dagspec.local.project import absolute_root, display, load, parse_overrides, require_own_dag_id
 from dagspec.local.summary import counts, result_lines, stage_outcomes, task_line
+from dagspec.plan.failure import failure_line, find_failures
 from dagspec.plan.modes import execution_mode, is_server_on_this_machine
 from dagspec.plan.reasons import stage_status
 from dagspec.plan.resolve import default_context, resolve_pipeline
@@ -218,8 +219,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{spec.dag_id}: {state} in {time.time() - started:.1f} s{tally}")
     if state != "success" or code != 0:
         if not args.verbose:
-            tail = log_path.read_text().splitlines()[-40:]
-            print("\n".join(["--- last lines of the log ---", *tail]), file=sys.stderr)
+            lines = log_path.read_text().splitlines()
+            # the root cause of each failed stage first, located in the spec; the tail below it
+            causes = [failure_line(spec, failure) for failure in find_failures(lines)]
+            print("\n".join([*causes, "--- last lines of the log ---", *lines[-40:]]), file=sys.stderr)
         return 1
     try:
         rows = stage_rows(spec, overrides, None)
