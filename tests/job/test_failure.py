@@ -190,3 +190,32 @@ def test_a_lost_executor_is_named_before_the_spark_error_class() -> None:
         "Reason: Command exited with code 137); killed from outside or by the machine's memory limit: see the "
         "worker's log"
     )
+
+
+@pytest.mark.integration
+def test_the_stage_entry_as_a_connect_client_reports_an_unknown_column(home, tmp_path: Path) -> None:
+    """jobs/run_stage.py as a client of the local Spark Connect server: the server's analysis error
+    arrives as pyspark's Connect exception and becomes the same one line."""
+    from dagspec.job.connect_server import ensure_server
+
+    url = ensure_server(REPO)
+    text = "stages:\n  few:\n    kind: sql\n    params: {query: 'SELECT nope FROM range(3)'}\n"
+    spec = load_spec(write_spec(tmp_path / "pipelines", text, "c.yaml"), "pipelines/c.yaml")
+    stage = resolve_pipeline(spec, default_context(spec, {}))["few"]
+    env = {**os.environ, "DAGSPEC_CONNECT_URL": url, "DAGSPEC_CONNECT_LOCAL": "0"}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "jobs" / "run_stage.py"), stage.to_json()],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert done.returncode == 1
+    failure = find_failure(done.stderr.splitlines())
+    assert failure is not None, done.stderr[-3000:]
+    assert failure_line(spec, failure) == (
+        "stage 'few' (pipelines/c.yaml:2:3, kind sql) failed: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, "
+        "variable, or function parameter with name `nope` cannot be resolved. Did you mean one of the following? "
+        "[`id`] (line 1, pos 7) in stages.few.params.query (pipelines/c.yaml:4:21)"
+    )
