@@ -1,0 +1,54 @@
+"""The task's failure message: the stage's root cause located in the spec, first, from a real Connect client."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+
+from dagspec.airflow.compiler import compile_pipeline
+from dagspec.job.connect_server import ensure_server
+from dagspec.plan.failure import read_record
+from dagspec.plan.resolve import default_context, resolve_pipeline
+from dagspec.spec.loader import load_spec
+from tests.conftest import REPO
+from tests.helpers import write_spec
+
+pytestmark = pytest.mark.integration
+
+SPEC = """
+dag_id: broken_connect
+spark: {conn_id: failing_connect}
+stages:
+  few:
+    kind: sql
+    params: {query: "SELECT id FROM range(3) WHERE id > 1 form x"}
+"""
+
+
+def test_a_failed_connect_client_raises_its_located_cause_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    address = urlsplit(ensure_server(REPO).replace("sc://", "http://"))
+    conn = {"conn_type": "spark_connect", "host": f"sc://{address.hostname}", "port": address.port}
+    monkeypatch.setenv("AIRFLOW_CONN_FAILING_CONNECT", json.dumps(conn))
+    monkeypatch.setenv("DAGSPEC_STORAGE_ROOT", str(tmp_path / "storage"))
+    spec = load_spec(write_spec(tmp_path / "pipelines", SPEC, "b.yaml"), "pipelines/b.yaml")
+    operator = compile_pipeline(spec, home=REPO, jobs_dir=REPO / "jobs").get_task("few")
+    stage = resolve_pipeline(spec, default_context(spec), home=REPO)["few"]
+    with pytest.raises(AirflowException) as raised:
+        operator.run_connect_client(stage, force=False, extra={})  # type: ignore[attr-defined]
+    line = (
+        "stage 'few' (pipelines/b.yaml:4:3, kind sql) failed: [PARSE_SYNTAX_ERROR] Syntax error at or near 'form' "
+        "(line 1, pos 37) in stages.few.params.query (pipelines/b.yaml:6:21)"
+    )
+    assert str(raised.value).splitlines() == [
+        line,
+        "(Connect client exit code 1; the full trace is in the lines above)",
+    ]
+    assert read_record(stage.stage_dir, stage.fingerprint) is not None
+    record = json.loads(Path(stage.stage_dir, f"_failed-{stage.fingerprint}.json").read_text())
+    assert record["line"] == line
