@@ -219,3 +219,14 @@ def test_the_stage_entry_as_a_connect_client_reports_an_unknown_column(home, tmp
         "variable, or function parameter with name `nope` cannot be resolved. Did you mean one of the following? "
         "[`id`] (line 1, pos 7) in stages.few.params.query (pipelines/c.yaml:4:21)"
     )
+
+
+def test_a_marker_is_found_inside_a_log_handlers_line() -> None:
+    failure = stage_failure(ValueError("bad"), "few", "sql", {})
+    lines = [
+        "2026-12-03T13:00:24Z [info     ] noise [airflow.task] loc=operator.py:152",
+        f"2026-12-03T13:00:24Z [info     ] {failure.marker_line()} [airflow.task.operators] loc=operator.py:152",
+        failure.marker_line(),
+    ]
+    assert find_failure(lines) == failure
+    assert failure.cause == "ValueError: bad"

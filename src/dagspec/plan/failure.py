@@ -56,7 +56,8 @@ def find_failures(lines: Iterable[str]) -> list[StageFailure]:
         if at < 0:
             continue
         with contextlib.suppress(ValueError, KeyError, TypeError):
-            failure = StageFailure.from_dict(json.loads(line[at + len(MARKER) :]))
+            # raw_decode: a log handler may append its own fields after the JSON object
+            failure = StageFailure.from_dict(json.JSONDecoder().raw_decode(line[at + len(MARKER) :])[0])
             if failure not in found:
                 found.append(failure)
     return found
