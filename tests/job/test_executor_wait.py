@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from dagspec.job.executor_wait import EXIT_CODE, cluster_holders, master_state
+from dagspec.plan.failure import find_failure
 from dagspec.processes import free_port
 from tests.conftest import REPO
 
@@ -27,8 +28,10 @@ DRIVER = """
 import sys
 from dagspec.job.executor_wait import watch_executors
 from dagspec.job.session import create_session
+from dagspec.plan.failure import StageFailure
 spark = create_session("dagspec.demo.starved")
-watch_executors(spark, "dagspec.demo.starved")
+# what the stage entry does: the cause becomes the stage's failure marker
+watch_executors(spark, "dagspec.demo.starved", lambda cause: print(StageFailure("starved", "sql", cause).marker_line()))
 spark.range(10).count()  # never gets an executor
 print("UNREACHABLE")
 """
@@ -82,6 +85,10 @@ def test_a_driver_without_executors_fails_within_its_bound_naming_the_cause(
         "are held by no other application (0 of 0 in use; free per worker: no worker alive); it asks for "
         "executors of 2g"
     ) in done.stdout + done.stderr  # spark-submit relays the Python driver's output
+    failure = find_failure((done.stdout + done.stderr).splitlines())
+    assert failure is not None and failure.cause.startswith(
+        f"no Spark executor accepted dagspec.demo.starved within 8 s on {master}: the cluster's cores"
+    )
     assert time.monotonic() - start < 200
 
 

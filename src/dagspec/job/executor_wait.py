@@ -10,6 +10,7 @@ the cause first, naming the applications that hold the cluster's cores when the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -87,8 +89,13 @@ def timeout_message(spark: SparkSession, app_name: str, waited_s: float) -> str:
     )
 
 
-def watch_executors(spark: SparkSession, app_name: str) -> threading.Thread | None:
-    """Start the watchdog for a driver on a cluster; None for local masters or a bound of 0."""
+def watch_executors(
+    spark: SparkSession, app_name: str, on_timeout: Callable[[str], None] | None = None
+) -> threading.Thread | None:
+    """Start the watchdog for a driver on a cluster; None for local masters or a bound of 0.
+
+    ``on_timeout`` gets the cause before the process ends (the stage entry reports it as its failure).
+    """
     master = spark.sparkContext.master or ""
     limit = wait_seconds()
     if master.startswith("local") or limit <= 0:
@@ -109,6 +116,9 @@ def watch_executors(spark: SparkSession, app_name: str) -> threading.Thread | No
             logging.shutdown()
         else:
             print(message, file=sys.stderr)
+        if on_timeout is not None:
+            with contextlib.suppress(Exception):
+                on_timeout(message.removeprefix("stage failed: "))
         sys.stdout.flush()
         sys.stderr.flush()
         time.sleep(1)  # spark-submit's JVM relays this process's output from a thread of its own

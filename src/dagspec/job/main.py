@@ -131,6 +131,11 @@ def report_failure(stage: ResolvedStage, exc: Exception, url: str | None) -> Non
         failure = stage_failure(exc, stage.name, stage.kind, stage.params, code_files=files, home=Path(stage.home))
     trace = not isinstance(exc, DagspecError) and not connection_lost  # the full trace stays in the log
     log.error("stage %s failed: %s", stage.name, failure.cause, exc_info=exc if trace else None)
+    announce(stage, failure)
+
+
+def announce(stage: ResolvedStage, failure: StageFailure) -> None:
+    """Print the failure's marker line and record it beside the stage's checkpoints."""
     print(failure.marker_line(), file=sys.stderr, flush=True)
     with contextlib.suppress(Exception):  # the record is a courtesy: the marker line above is the report
         write_record(stage.stage_dir, stage.fingerprint, failure)
@@ -156,7 +161,7 @@ def main(argv: list[str]) -> int:
         app_name = f"dagspec.{stage.dag_id}.{stage.name}"
         spark = _connect_session(stage, url) if url else create_session(app_name)
         if not url:  # a driver of its own: never wait forever for executors
-            watch_executors(spark, app_name)
+            watch_executors(spark, app_name, lambda cause: announce(stage, StageFailure(stage.name, stage.kind, cause)))
         try:
             result = run_stage(spark, stage, force=force)
         finally:
