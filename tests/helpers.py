@@ -37,6 +37,16 @@ def run_pipeline_in_process(
     return resolve_pipeline(spec, context)
 
 
+def run_stages(
+    spark: Any, spec: PipelineSpec, names: list[str] | tuple[str, ...], params: dict[str, Any] | None = None
+) -> dict[str, ResolvedStage]:
+    """Run the named stages in order, each resolved after the ones before it committed; returns the plan."""
+    context = default_context(spec, params)
+    for name in names:
+        run_stage(spark, resolve_pipeline(spec, context)[name])
+    return resolve_pipeline(spec, context)
+
+
 def load_and_run(spark: Any, path: Path, params: dict[str, Any] | None = None) -> dict[str, ResolvedStage]:
     """load_spec + run_pipeline_in_process."""
     return run_pipeline_in_process(spark, load_spec(path), params)

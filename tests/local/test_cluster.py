@@ -26,7 +26,7 @@ from dagspec.processes import free_port, http_json, port_free
 from dagspec.spec.loader import load_spec
 from dagspec.spec.models import PipelineSpec
 from tests.conftest import REPO
-from tests.helpers import run_pipeline_in_process
+from tests.helpers import run_pipeline_in_process, run_stages
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.system, pytest.mark.timeout(3600)]
 
@@ -203,8 +203,6 @@ stages:
 def test_two_worker_keras_and_sparkxgb_train_on_the_cluster(
     cluster: ClusterStatus, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_home: Path
 ) -> None:
-    from dagspec.job.runtime import run_stage
-    from dagspec.plan.resolve import default_context, resolve_pipeline
     from tests.conftest import CRITEO_SAMPLE
 
     spec_path = tmp_path / "pipelines" / "cluster_training.yaml"
@@ -216,10 +214,8 @@ def test_two_worker_keras_and_sparkxgb_train_on_the_cluster(
     monkeypatch.setenv("DAGSPEC_HOME", str(REPO))
     monkeypatch.setenv("DAGSPEC_STORAGE_ROOT", str(tmp_path / "storage"))
     spec = load_spec(spec_path)
-    plan = resolve_pipeline(spec, default_context(spec))
     prepared = ("events", "features", "criteo", "as_is")
-    for name in prepared:
-        run_stage(spark, plan[name])
+    plan = run_stages(spark, spec, prepared)
     started = time.monotonic()
     done = _dagspec_run(spec_path, tmp_path / "storage", airflow_home, cluster.master_url)
     print(f"cluster_training: {time.monotonic() - started:.1f} s on the cluster")

@@ -6,20 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from dagspec.job.runtime import run_stage
-from dagspec.plan.resolve import default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
 from tests.conftest import REPO
-from tests.helpers import manifest
+from tests.helpers import manifest, run_stages
 
 pytestmark = pytest.mark.spark
 
 
 def _run_stages(spark, spec_name: str, stages: list[str], params: dict | None = None) -> dict:
-    spec = load_spec(REPO / "pipelines" / spec_name)
-    plan = resolve_pipeline(spec, default_context(spec, params))
-    for name in stages:
-        run_stage(spark, plan[name])
+    plan = run_stages(spark, load_spec(REPO / "pipelines" / spec_name), stages, params)
     return {name: manifest(plan[name]) for name in stages}
 
 

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from dagspec.job.runtime import run_stage
 from dagspec.kinds.training.keras_loop import checkpoint_history, latest_checkpoint
-from dagspec.plan.resolve import default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
 from tests.conftest import REPO
-from tests.helpers import write_spec
+from tests.helpers import run_stages, write_spec
 from tests.kinds.training.test_train_keras import physics_events, write_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -63,9 +61,7 @@ def test_sigkilled_training_resumes_at_the_next_epoch(spark, home, tmp_path: Pat
             params: {{architecture: hlf_dense, epochs: {EPOCHS}, batch_size: 16, steps_per_execution: 8}}
         """,
     )
-    plan = resolve_pipeline(load_spec(spec), default_context(load_spec(spec)))
-    run_stage(spark, plan["events"])
-    stage = plan["model"]
+    stage = run_stages(spark, load_spec(spec), ["events"])["model"]  # keyed on the committed events
     checkpoints = Path(stage.stage_dir) / f"_scratch-{stage.fingerprint}" / "checkpoints"
     log = tmp_path / "spark-submit.log"
 

@@ -12,11 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from dagspec.job.runtime import run_stage
-from dagspec.plan.resolve import default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
 from tests.conftest import CRITEO_SAMPLE, REPO
-from tests.helpers import manifest, write_spec
+from tests.helpers import manifest, run_stages, write_spec
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.system]
 
@@ -60,10 +58,7 @@ def test_killed_training_resumes_from_the_last_checkpoint(spark, home, tmp_path:
             """,
         )
     )
-    plan = resolve_pipeline(spec, default_context(spec))
-    for name in ("raw", "as_is"):
-        run_stage(spark, plan[name])
-    stage = plan["xgb"]
+    stage = run_stages(spark, spec, ("raw", "as_is"))["xgb"]  # keyed on what they committed
     checkpoint = Path(stage.stage_dir) / f"_scratch-{stage.fingerprint}" / "xgboost" / "booster.ubj"
 
     first = _submit(stage.to_json())
