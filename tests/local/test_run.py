@@ -55,7 +55,10 @@ def spark_project(tmp_path_factory: pytest.TempPathFactory, airflow_home: Path) 
 
 
 def env_for(project: dict[str, Path]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
+    # the Connect port is kept: a developer's run of the suite beside another server on 15002
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC")) or k == "DAGSPEC_CONNECT_PORT"
+    }
     env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(project["airflow"]), DAGSPEC_MODE=str(project["mode"]))
     return env
 
