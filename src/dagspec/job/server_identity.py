@@ -205,6 +205,6 @@ def listener(port: int) -> str | None:
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 return f"pid {pid}"
-            command = " ".join(a.decode(errors="replace") for a in argv if a)
+            command = " ".join(" ".join(a.decode(errors="replace").split()) for a in argv if a)  # one line
             return f"pid {pid}: {command[:120]}{'...' if len(command) > 120 else ''}"
     return None
