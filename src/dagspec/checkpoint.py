@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dagspec import storage
+from dagspec import digest, storage
 from dagspec.errors import DagspecError, StorageError
 
 SUCCESS_MARKER = "_SUCCESS"
@@ -115,8 +115,8 @@ class Checkpoint:
         manifest = self.manifest()
         if manifest is None or manifest.get("fingerprint") != self.fingerprint:
             return None
-        digest = (manifest.get("content") or {}).get(output)
-        return str(digest) if digest else None
+        recorded = (manifest.get("content") or {}).get(output)
+        return str(recorded) if recorded else None
 
     def state(self, outputs: Iterable[str] | None = None) -> CheckpointState:
         """Is this checkpoint trustworthy? Checks ``_SUCCESS``, the manifest and every output folder."""
@@ -201,7 +201,7 @@ class Checkpoint:
         built on it, so a recomputed stage whose output is byte-identical leaves them unchanged.
         """
         started = time.perf_counter()
-        content = {name: storage.tree_digest(f"{work_dir}/{name}") for name in sorted(manifest.get("outputs") or {})}
+        content = {name: digest.tree_digest(f"{work_dir}/{name}") for name in sorted(manifest.get("outputs") or {})}
         manifest = {**manifest, "content": content, "content_digest_s": round(time.perf_counter() - started, 3)}
         storage.write_text(f"{work_dir}/{MANIFEST}", json.dumps(manifest, indent=2, sort_keys=True, default=str))
         current = self.state()

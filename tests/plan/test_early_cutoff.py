@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dagspec import storage
+from dagspec import digest
 from dagspec.errors import DagspecError, StageFailedError
 from dagspec.job.runtime import run_stage
 from dagspec.plan.reasons import stage_status
@@ -42,10 +42,10 @@ def test_two_writes_of_the_same_rows_have_one_digest_and_other_rows_another(spar
     names_a = sorted(p.name for p in (tmp_path / "a").glob("part-*"))
     names_b = sorted(p.name for p in (tmp_path / "b").glob("part-*"))
     assert names_a != names_b  # Spark's part files carry a random job UUID...
-    assert storage.tree_digest(str(tmp_path / "a")) == storage.tree_digest(str(tmp_path / "b"))  # ...left out
-    assert storage.tree_digest(str(tmp_path / "a")) != storage.tree_digest(str(tmp_path / "c"))
+    assert digest.tree_digest(str(tmp_path / "a")) == digest.tree_digest(str(tmp_path / "b"))  # ...left out
+    assert digest.tree_digest(str(tmp_path / "a")) != digest.tree_digest(str(tmp_path / "c"))
     (tmp_path / "b" / "notes.txt").write_text("x")  # any extra file counts
-    assert storage.tree_digest(str(tmp_path / "a")) != storage.tree_digest(str(tmp_path / "b"))
+    assert digest.tree_digest(str(tmp_path / "a")) != digest.tree_digest(str(tmp_path / "b"))
 
 
 WRITE_IN_ANOTHER_JVM = """
@@ -62,15 +62,15 @@ def test_the_same_rows_written_by_two_jvms_have_one_digest(spark, tmp_path: Path
         str(tmp_path / "here")
     )
     subprocess.run([sys.executable, "-c", WRITE_IN_ANOTHER_JVM, str(tmp_path / "there")], check=True, timeout=300)
-    assert storage.tree_digest(str(tmp_path / "here")) == storage.tree_digest(str(tmp_path / "there"))
+    assert digest.tree_digest(str(tmp_path / "here")) == digest.tree_digest(str(tmp_path / "there"))
     first = sorted((tmp_path / "here").glob("part-*.parquet"))[0]
-    assert storage.tree_digest(str(first)) != storage.tree_digest(str(tmp_path / "here"))
+    assert digest.tree_digest(str(first)) != digest.tree_digest(str(tmp_path / "here"))
     damaged = tmp_path / "damaged" / first.name
     damaged.parent.mkdir()
     data = bytearray(first.read_bytes())
     data[4] ^= 0xFF  # a byte of the first data page: the footer still parses
     damaged.write_bytes(bytes(data))
-    assert storage.tree_digest(str(damaged)) != storage.tree_digest(str(first))
+    assert digest.tree_digest(str(damaged)) != digest.tree_digest(str(first))
 
 
 def test_an_upstream_recomputed_to_the_same_bytes_leaves_its_reader_done(spark, chain) -> None:
