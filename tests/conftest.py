@@ -74,6 +74,9 @@ SHARED_GROUPS = {
     "tests/local/test_connect_server.py": "connect-server",
     "tests/local/test_user_kind.py": "connect-server",
     "tests/airflow/test_ui.py": "connect-server",  # `airflow up` starts the server, `down` stops it
+    # clients of the shared server: a plugin test elsewhere restarts it (its code hash changes)
+    "tests/job/test_failure.py": "connect-server",
+    "tests/airflow/test_operator_failure.py": "connect-server",
     "tests/kinds/scoring/": "scoring-models",
 }
 

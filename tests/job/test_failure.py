@@ -103,7 +103,7 @@ def test_a_python_exception_in_a_plugin_kind_names_its_last_frame(
     spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "team_kinds.py").write_text(PLUGIN)
+    (tmp_path / "plugins" / "failing_kinds.py").write_text(PLUGIN)
     monkeypatch.setenv("DAGSPEC_PLUGINS", str(tmp_path / "plugins"))
     monkeypatch.setenv("DAGSPEC_STORAGE_ROOT", str(tmp_path / "storage"))
     catalog = build_catalog(tmp_path)
@@ -119,7 +119,7 @@ def test_a_python_exception_in_a_plugin_kind_names_its_last_frame(
     failure = _reported(stage, raised.value, capsys)
     assert failure_line(spec, failure) == (
         "stage 'capped' (pipelines/p.yaml:3:3, kind explode) failed: ValueError: 10 rows, more than 3 "
-        "(at plugins/team_kinds.py:12 in _check)"
+        "(at plugins/failing_kinds.py:12 in _check)"
     )
 
 

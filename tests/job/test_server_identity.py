@@ -64,7 +64,7 @@ def test_a_port_served_by_something_else_is_refused_with_whose_it_is(tmp_path: P
         sock.listen()
         message = (
             rf"port {settings.port} is served by a Spark Connect server that this project \({REPO}\) did not start "
-            rf"\(not started by dagspec: pid {os.getpid()}: .*python.*\); stop it, or set DAGSPEC_CONNECT_PORT to "
+            rf"\(not started by dagspec: pid {os.getpid()}: [^\n]*\); stop it, or set DAGSPEC_CONNECT_PORT to "
             "another port"
         )
         with pytest.raises(connect_server.ServiceError, match=message):

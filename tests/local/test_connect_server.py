@@ -104,7 +104,8 @@ def test_a_killed_server_fails_the_attempt_clearly_and_the_retry_restarts_it(
     pipelines.mkdir()
     spec = pipelines / "connect_kill.yaml"
     spec.write_text(SLOW_SPEC)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
+    keep = {"DAGSPEC_CONNECT_PORT"}  # the port ensure_server above used
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC")) or k in keep}
     env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home), DAGSPEC_MODE="connect")
     run = subprocess.Popen(
         [DAGSPEC, "run", str(spec), "--storage-root", str(tmp_path / "storage")],

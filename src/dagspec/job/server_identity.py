@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import dagspec
-from dagspec.kinds.catalog import plugins_dir
 
 IDENTITY_KEYS = ("project", "venv", "python", "code_hash")
 # dagspec's packages above the kinds (see ``code_hash``): no Python worker imports them
@@ -69,8 +68,10 @@ class ServerIdentity:
 
 
 def code_hash(home: Path) -> str:
-    """A hash of the code a server's Python worker can import: dagspec's ``.py`` files but those of the
-    layers above the kinds, and the project's plugins folder.
+    """A hash of the code a server's Python worker can import from the server's environment: dagspec's
+    ``.py`` files but those of the layers above the kinds. A plugin kind's module is not in it: each
+    stage sends that module with its session (``addArtifacts`` in ``dagspec.job.main``), so the
+    workers of that session import the stage's own copy.
 
     A worker imports what the kinds' functions (pickled by reference) import; the import-linter
     contract "Kinds never import the layers that run them" keeps ``NOT_IN_WORKERS`` out of that, so
@@ -80,7 +81,7 @@ def code_hash(home: Path) -> str:
     """
     digest = hashlib.sha256()
     package = Path(dagspec.__file__).parent
-    for label, base in (("dagspec", package), ("plugins", plugins_dir(Path(home)))):
+    for label, base in (("dagspec", package),):
         if not base.is_dir():
             continue
         for path in sorted(base.rglob("*.py")):
