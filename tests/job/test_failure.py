@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.errors import AnalysisException, ParseException
@@ -136,13 +137,8 @@ def test_the_stage_entry_reports_a_parse_error_across_the_process_boundary(spark
     run_stage(spark, resolve_pipeline(spec, context)["raw"])
     stage = resolve_pipeline(spec, context)["enriched"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DAGSPEC_CONNECT")}
-    done = subprocess.run(
-        [sys.executable, str(REPO / "jobs" / "run_stage.py"), stage.to_json()],
-        env={**env, "PYSPARK_SUBMIT_ARGS": "--master local[1] --conf spark.ui.enabled=false pyspark-shell"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
+    done = _run_job(
+        stage, {**env, "PYSPARK_SUBMIT_ARGS": "--master local[1] --conf spark.ui.enabled=false pyspark-shell"}
     )
     assert done.returncode == 1
     failure = find_failure(done.stderr.splitlines())
@@ -203,14 +199,7 @@ def test_the_stage_entry_as_a_connect_client_reports_an_unknown_column(home, tmp
     spec = load_spec(write_spec(tmp_path / "pipelines", text, "c.yaml"), "pipelines/c.yaml")
     stage = resolve_pipeline(spec, default_context(spec, {}))["few"]
     env = {**os.environ, "DAGSPEC_CONNECT_URL": url, "DAGSPEC_CONNECT_LOCAL": "0"}
-    done = subprocess.run(
-        [sys.executable, str(REPO / "jobs" / "run_stage.py"), stage.to_json()],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-    )
+    done = _run_job(stage, env)
     assert done.returncode == 1
     failure = find_failure(done.stderr.splitlines())
     assert failure is not None, done.stderr[-3000:]
@@ -230,3 +219,15 @@ def test_a_marker_is_found_inside_a_log_handlers_line() -> None:
     ]
     assert find_failure(lines) == failure
     assert failure.cause == "ValueError: bad"
+
+
+def _run_job(stage: Any, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The real stage entry (jobs/run_stage.py) for ``stage``, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, str(REPO / "jobs" / "run_stage.py"), stage.to_json()],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )

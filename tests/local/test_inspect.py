@@ -9,17 +9,9 @@ import pytest
 from dagspec.local.cli import main
 from dagspec.spec.loader import load_spec
 from tests.helpers import parquet_table, run_pipeline_in_process, write_spec
+from tests.job.test_runtime import SPEC  # raw -> few (sample n) -> out (export)
 
 pytestmark = pytest.mark.spark
-
-SPEC = """
-params:
-  n: {{type: integer, default: 5}}
-stages:
-  raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
-  few: {{kind: sample, inputs: {{data: raw}}, params: {{n: "{{{{ params.n }}}}", seed: 1}}}}
-  out: {{kind: export, inputs: {{data: few}}, params: {{path: m/few}}}}
-"""
 
 
 @pytest.fixture

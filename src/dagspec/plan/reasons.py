@@ -56,19 +56,17 @@ def stage_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
             if published != stage.fingerprint:
                 return StageStatus("missing", [published_by_other_run(stage, published)])
         return StageStatus("done", reused_upstreams(stage))
+    previous = latest_manifest(stage)
+    old_key = previous.get("key") if previous is not None else None
     if stage.pending:
-        previous = latest_manifest(stage)
-        old_key = (previous or {}).get("key")
         others = key_changes(old_key, stage.key) if isinstance(old_key, Mapping) else []
         waiting = (
             f"upstream not committed yet: {', '.join(stage.pending)} runs first (this key holds the content "
             "upstream commits: the stage stays done if that is the same bytes)"
         )
         return StageStatus("missing", [waiting, *(r for r in others if not r.startswith("upstream"))][:MAX_REASONS])
-    previous = latest_manifest(stage)
     if previous is None:
         return StageStatus("missing", ["new"])
-    old_key = previous.get("key")
     if not isinstance(old_key, Mapping):
         return StageStatus("missing", ["new: the last checkpoint of this stage predates recorded cache keys"])
     reasons = key_changes(old_key, stage.key)
