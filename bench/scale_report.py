@@ -1,0 +1,160 @@
+"""``bench/scale.py report``: the rows of ``scale.py run`` as markdown tables, slopes and plots."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+MB = 1024 * 1024
+# roles shown in the table: one process's peak (client, driver JVM, server JVM); workers: all together
+RSS_COLUMNS = (("client", "peak_rss_mb"), ("driver_jvm", "peak_rss_mb"), ("connect_server", "peak_rss_mb"))
+
+
+def load_rows(paths: list[Path]) -> dict[tuple[str, int, str], dict[str, Any]]:
+    """``{(pipeline, size, task): row}``; a later row of the same key replaces an earlier one."""
+    rows = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                rows[(row["pipeline"], row["size"], row["task"])] = row
+    return rows
+
+
+def _f(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float | int) and abs(value) >= 10_000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def slope(points: list[tuple[float, float | None]]) -> float | None:
+    """log-log slope of y against x between the two largest x (None when x or y do not differ)."""
+    found = sorted((x, y) for x, y in points if x and y)
+    if len(found) < 2 or found[-1][0] == found[-2][0]:
+        return None
+    (x1, y1), (x2, y2) = found[-2], found[-1]
+    return math.log(y2 / y1) / math.log(x2 / x1)
+
+
+def _stage_table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| stage | size | state | task wall s | stage s | rows | CPU s | rows / CPU s | client MB | driver JVM MB "
+        "| server JVM MB | Python workers MB (sum) | shuffle write MB | spill MB (memory / disk) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        rss = [_f(row.get(key, {}).get(role)) for role, key in RSS_COLUMNS]
+        # the client's own getrusage peak (its manifest) is exact; 0.5 s samples can miss a peak
+        rss[0] = _f(row.get("client_peak_rss_mb_manifest") or row.get("peak_rss_mb", {}).get("client"))
+        workers = _f(row.get("peak_rss_sum_mb", {}).get("python_worker"))
+        shuffle = row.get("shuffle_write_bytes")
+        spill = (row.get("memory_spill_bytes"), row.get("disk_spill_bytes"))
+        spill_text = "-" if spill[0] is None else f"{spill[0] / MB:.0f} / {(spill[1] or 0) / MB:.0f}"
+        lines.append(
+            f"| {row['stage']} | {row['size']:,} | {row['state']} | {_f(row.get('task_wall_s'))} "
+            f"| {_f(row.get('stage_s'))} | {_f(row.get('rows'))} | {_f(row.get('cpu_s'))} "
+            f"| {_f(row.get('rows_per_cpu_s'))} | {' | '.join(rss)} | {workers} "
+            f"| {'-' if shuffle is None else f'{shuffle / MB:.1f}'} | {spill_text} |"
+        )
+    return lines
+
+
+def _slope_table(by_stage: dict[str, list[dict[str, Any]]]) -> list[str]:
+    lines = [
+        "| stage | rows (two largest sizes) | slope of stage time | slope of CPU s | slope of task wall |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for stage, rows in by_stage.items():
+        done = [r for r in rows if r.get("rows") and r.get("stage_s") is not None]
+        if len(done) < 2:
+            continue
+        xs = sorted({r["rows"] for r in done})[-2:]
+        slopes = [slope([(r["rows"], r.get(key)) for r in done]) for key in ("stage_s", "cpu_s", "task_wall_s")]
+        text = ["-" if s is None else (f"**{s:.2f}**" if s > 1.1 else f"{s:.2f}") for s in slopes]
+        lines.append(f"| {stage} | {' -> '.join(f'{x:,}' for x in xs)} | {' | '.join(text)} |")
+    return lines
+
+
+def _plots(
+    pipeline: str, by_stage: dict[str, list[dict[str, Any]]], runs: list[dict[str, Any]], folder: Path
+) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for stage, rows in by_stage.items():
+        pts = sorted((r["rows"], r["stage_s"]) for r in rows if r.get("rows") and r.get("stage_s"))
+        if pts:
+            ax.plot(*zip(*pts, strict=True), marker="o", label=stage)
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="rows the stage handles",
+        ylabel="stage time (s)",
+        title=f"{pipeline}: time against rows",
+    )
+    ax.legend(fontsize=7)
+    time_png = folder / f"{pipeline}_time.png"
+    fig.savefig(time_png, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 5))
+    roles = sorted({role for r in runs for role in r.get("peak_rss_mb", {})})
+    for role in roles:
+        pts = sorted((r["size"], r["peak_rss_mb"][role]) for r in runs if role in r.get("peak_rss_mb", {}))
+        ax.plot(*zip(*pts, strict=True), marker="o", label=role)
+    ax.set(
+        xscale="log",
+        xlabel="size (train rows / events)",
+        ylabel="peak RSS of one process (MB)",
+        title=f"{pipeline}: peak RSS per role, whole run",
+    )
+    ax.legend(fontsize=7)
+    rss_png = folder / f"{pipeline}_rss.png"
+    fig.savefig(rss_png, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return [f"![{pipeline} time]({time_png})", f"![{pipeline} RSS]({rss_png})"]
+
+
+def report(paths: list[Path], plots: Path | None) -> str:
+    """Per pipeline: the per-stage table, the whole runs, the slopes (and plots into ``plots``)."""
+    rows = load_rows(paths)
+    out: list[str] = []
+    for pipeline in sorted({k[0] for k in rows}):
+        mine = sorted(
+            (r for k, r in rows.items() if k[0] == pipeline), key=lambda r: (r["size"], r.get("stage_s") is None)
+        )
+        stages = [r for r in mine if r["stage"] != "_run"]
+        runs = [r for r in mine if r["stage"] == "_run"]
+        by_stage: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in stages:
+            by_stage[row["stage"]].append(row)
+        out += [f"### {pipeline}: per stage", "", *_stage_table([r for rs in by_stage.values() for r in rs]), ""]
+        out += [
+            f"### {pipeline}: whole runs",
+            "",
+            "| size | state | wall s | CPU s | load avg start / end | peak RSS MB per role (one process) |",
+            "|---:|---|---:|---:|---|---|",
+        ]
+        for r in runs:
+            rss = ", ".join(f"{k} {v:.0f}" for k, v in r.get("peak_rss_mb", {}).items())
+            out.append(
+                f"| {r['size']:,} | {r['state']} | {_f(r['task_wall_s'])} | {_f(r.get('cpu_s'))} | {r['load_avg_start'][0]} / {r['load_avg_end'][0]} | {rss} |"
+            )
+        out += [
+            "",
+            f"### {pipeline}: log-log slopes between the two largest sizes (> 1.1 in bold)",
+            "",
+            *_slope_table(by_stage),
+            "",
+        ]
+        if plots is not None:
+            out += [*_plots(pipeline, by_stage, runs, plots), ""]
+    return "\n".join(out)

@@ -1,0 +1,81 @@
+"""bench/scale.py keeps working: its specs validate, and its smallest run measures every stage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench import scale
+from bench.scale_report import slope
+from dagspec.spec.loader import load_spec
+from tests.conftest import REPO
+
+
+def _write(spec: dict[str, object], folder: Path) -> Path:
+    path = folder / f"{spec['dag_id']}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_the_ctr_copy_keeps_only_the_chosen_engines_and_what_they_read(tmp_path: Path) -> None:
+    spec = load_spec(_write(scale.bench_spec("ctr", ["xgb_single"], with_model=False), tmp_path))
+    names = {name.split("__")[0] for name in spec.stages}  # matrix stages: sample__10000, ...
+    assert {"logs", "sample", "hashed", "hashed_test", "xgb_single", "eval_xgb_single", "report"} <= names
+    # the other engines, the as_is features only RF reads, and the gate on the 100,000-row point are gone
+    assert not names & {"xgb_spark", "lr", "rf", "eval_rf", "as_is", "as_is_test", "best_gate"}
+    assert {role.split("__")[0] for role in spec.stages["report"].inputs} == {"xgb_single"}
+
+
+def test_the_physics_copy_is_the_data_stages_and_optionally_the_hlf_model(tmp_path: Path) -> None:
+    data = load_spec(_write(scale.bench_spec("physics", [], with_model=False), tmp_path))
+    assert set(data.stages) == set(scale.PHYSICS_DATA)
+    model = scale.bench_spec("physics", [], with_model=True)
+    assert set(model["stages"]) == {*scale.PHYSICS_DATA, "hlf_classifier"}
+
+
+def test_generated_days_hold_the_train_size_and_a_test_day() -> None:
+    args = type("Args", (), {"pipeline": "ctr", "size": 10_000_000, "test_rows": 1_000_000})()
+    args.engines, args.xgb_rounds, args.rf_trees = ["xgb_single"], 200, 160
+    params = scale.run_params(args)
+    day = params["gen_rows"] // params["gen_days"]
+    assert day >= 1_000_000 and day * (params["gen_days"] - 1) >= 10_000_000
+
+
+def test_slope_is_taken_between_the_two_largest_sizes() -> None:
+    assert slope([(1e4, 50.0), (1e5, 1.0), (1e6, 10.0)]) == pytest.approx(1.0)
+    assert slope([(1e6, 10.0), (1e6, 12.0)]) is None  # rows did not change (the test side)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_the_smallest_physics_run_measures_every_stage(tmp_path: Path, airflow_home: Path) -> None:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC")) or k == "DAGSPEC_CONNECT_PORT"
+    }
+    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home))
+    out = tmp_path / "rows.jsonl"
+    argv = [sys.executable, str(REPO / "bench" / "scale.py"), "run", "physics", "--size", "200", "--reuse-env"]
+    done = subprocess.run(
+        [*argv, "--work", str(tmp_path / "run"), "--out", str(out)], env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {row["task"]: row for row in map(json.loads, out.read_text().splitlines())}
+    assert rows["_run"]["state"] == "success" and rows["_run"]["peak_rss_mb"]["connect_server"] > 0
+    for stage in scale.PHYSICS_DATA:
+        row = rows[stage]
+        assert row["state"] == "ran" and row["stage_s"] > 0 and row["cpu_s"] > 0, row
+        assert row["rows"] > 0 and row["client_peak_rss_mb_manifest"] > 0, row
+    assert rows["events"]["rows"] == 200
+    shown = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "scale.py"), "report", str(out), "--plots", str(tmp_path / "plots")],
+        env=env, cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "| features | 200 | ran |" in shown.stdout
+    assert (tmp_path / "plots" / "physics_time.png").stat().st_size > 0
