@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -154,3 +155,18 @@ def test_port_helpers() -> None:
         sock.bind(("127.0.0.1", port))
         sock.listen()
         assert not port_free(port)
+
+
+def test_own_peak_rss_is_the_childs_not_its_parents() -> None:
+    # ru_maxrss survives fork and exec: a small child of a large parent reported the parent's peak
+    # (every Connect client's manifest showed the Airflow task process's RSS)
+    ballast = bytearray(300 * 2**20)
+    ballast[::4096] = b"\1" * len(range(0, len(ballast), 4096))
+    code = (
+        "import resource; from dagspec.processes import own_peak_rss_mb; "
+        "print(own_peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
+    )
+    own, inherited = map(float, subprocess.check_output([sys.executable, "-c", code], text=True).split())
+    assert inherited >= 300  # what the manifests recorded before
+    assert 0 < own < 200
+    del ballast

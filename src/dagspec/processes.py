@@ -140,6 +140,20 @@ def stop_process(proc: ServiceProcess, timeout: float = STOP_TIMEOUT_S) -> bool:
     return killed
 
 
+def own_peak_rss_mb() -> float:
+    """This process's peak RSS (MB): ``VmHWM`` from ``/proc/self/status``, else ``ru_maxrss``.
+
+    Not ``ru_maxrss`` first: Linux carries it across fork and exec, so a process started by a
+    large parent (a Connect client started by the Airflow task process) reports at least the
+    parent's RSS at the fork. ``VmHWM`` belongs to the running program's own memory.
+    """
+    import resource
+
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(Path("/proc/self/status").read_text().split("VmHWM:", 1)[1].split()[0]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -25,6 +25,7 @@ from dagspec.kinds.catalog import Catalog, load_catalog
 from dagspec.plan.fingerprint import data_identity
 from dagspec.plan.reasons import is_hit
 from dagspec.plan.resolve import ResolvedStage
+from dagspec.processes import own_peak_rss_mb
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -135,7 +136,7 @@ def run_stage(
             "finished": datetime.now(UTC).isoformat(),
             "duration_s": round(time.perf_counter() - t0, 3),
             "driver_cpu_s": round(_cpu_seconds() - cpu0, 3),
-            "driver_peak_rss_mb": round(_peak_rss_mb(), 1),
+            "driver_peak_rss_mb": round(own_peak_rss_mb(), 1),
             "spark": {"version": spark.version, **_driver_info(spark)},
             "server": server_record(spark),  # the Spark Connect server that computed it; None: own driver
             "metrics": context.metrics,
@@ -189,7 +190,3 @@ def _driver_info(spark: SparkSession) -> dict[str, str]:
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -134,8 +134,10 @@ def _restore_checkpoint(path: Path, model: Any, optimizer: Any) -> tuple[int, di
 
 
 def _usage() -> tuple[float, float]:
+    from dagspec.processes import own_peak_rss_mb
+
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    return usage.ru_utime + usage.ru_stime, own_peak_rss_mb()
 
 
 def run_training(job: TrainJob, rank: int, resume: Path | None, model_path: Path | None) -> dict[str, Any]:

@@ -11,13 +11,14 @@ own peak RSS growth). On a cluster only the driver's host is seen; the numbers s
 from __future__ import annotations
 
 import os
-import resource
 import threading
 import time
 from types import TracebackType
 from typing import Any
 
 import psutil
+
+from dagspec.processes import own_peak_rss_mb
 
 
 def _tree() -> list[psutil.Process]:
@@ -98,7 +99,7 @@ class ResourceMonitor:
     def summary(self) -> dict[str, Any]:
         """train_time_s, peak_memory_mb, cpu_load (and what was measured)."""
         cpu = sum(self._cpu_by_pid[p] - self._cpu_start.get(p, 0.0) for p in self._cpu_by_pid)
-        own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        own_peak = own_peak_rss_mb()
         return {
             "train_time_s": round(self.wall_s, 3),
             "peak_memory_mb": round(max(self._peak_rss / 2**20, own_peak), 1),
