@@ -10,8 +10,8 @@ in its local default mode) into its own storage root, and appends one JSON row p
 ``--out`` (plus a ``_run`` row for the whole command):
 
 - ``ctr``: pipelines/criteo_ctr.yaml with ``sizes: [size]`` on generated logs: day files of
-  1.1 x ``--test-rows`` rows, as many train days as hold 1.1 x ``size``, and the last day as the
-  test set. ``--engines`` keeps those models (their train and evaluate stages; the stages no kept
+  1.1 x ``--test-rows`` rows (default min(size, 10^6)), as many train days as hold 1.1 x ``size``,
+  and the last day as the test set. ``--engines`` keeps those models (their train and evaluate stages; the stages no kept
   stage reads are left out of the bench's copy of the spec, and so is ``best_gate``, whose input
   is the 100,000-row point).
 - ``physics``: pipelines/topology_classifier.yaml's data stages (events, features, check,
@@ -274,7 +274,7 @@ def main() -> int:
     p = sub.add_parser("run", help="one pipeline at one size")
     p.add_argument("pipeline", choices=["ctr", "physics"])
     p.add_argument("--size", type=int, required=True, help="train rows (ctr) or events (physics)")
-    p.add_argument("--test-rows", type=int, default=1_000_000)
+    p.add_argument("--test-rows", type=int, help="ctr: test rows (default: min(size, 10^6))")
     p.add_argument("--engines", nargs="+", default=list(ENGINE_STAGES), choices=list(ENGINE_STAGES))
     p.add_argument("--xgb-rounds", type=int, default=200)
     p.add_argument("--rf-trees", type=int, default=160)
@@ -290,6 +290,8 @@ def main() -> int:
     r.add_argument("--plots", type=Path, help="folder for the PNG plots")
     args = parser.parse_args()
     if args.command == "run":
+        # every stage's rows grow with the size up to 10^6 (a slope for the data stages too)
+        args.test_rows = args.test_rows or min(args.size, 1_000_000)
         return run(args)
     from scale_report import report
 
