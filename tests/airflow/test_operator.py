@@ -122,7 +122,8 @@ def test_connect_mode_runs_a_python_client_whose_url_and_token_stay_out_of_argv(
 def test_a_stage_needing_its_own_driver_is_submitted_through_the_named_spark_connection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_ARGV_SPARK", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    cluster_mode = {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}
+    monkeypatch.setenv("AIRFLOW_CONN_ARGV_SPARK", json.dumps(cluster_mode))
     spec = load_spec(
         write_spec(
             tmp_path,
@@ -147,7 +148,13 @@ stages:
     mode = operator.mode_of(plan["model"], connection(CONNECT))
     assert mode.mode == "spark-submit" and "SparkXGB" in mode.reason
     single = dag.get_task("single")
-    assert single.mode_of(plan["single"], connection(CONNECT)).mode == "spark-submit"  # a remote server
+    # a remote server and a submit connection in cluster mode: the cluster places the driver
+    assert single.mode_of(plan["single"], connection(CONNECT)).mode == "spark-submit"
+    # in client mode (a standalone cluster's only one for Python) the driver would run here too
+    monkeypatch.setenv("AIRFLOW_CONN_ARGV_SPARK", json.dumps({"conn_type": "spark", "host": "spark://m:7077"}))
+    here = single.mode_of(plan["single"], connection(CONNECT))
+    assert here.mode == "connect" and "would run too" in here.reason
+    assert operator.mode_of(plan["model"], connection(CONNECT)).mode == "spark-submit"  # SparkXGB still
     local = {**CONNECT, "extra": {**CONNECT["extra"], "dagspec_local_server": True}}
     assert single.mode_of(plan["single"], connection(local)).mode == "connect"
     assert operator._submit_conn_id(CONNECT["extra"], "model", mode) == "argv_spark"

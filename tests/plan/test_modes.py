@@ -9,6 +9,7 @@ from dagspec.plan.modes import (
     SUBMIT,
     driver_only_conf,
     execution_mode,
+    is_driver_here,
     is_server_on_this_machine,
     is_session_conf,
 )
@@ -40,6 +41,10 @@ def test_single_node_training_is_a_client_of_a_server_on_this_machine_only() -> 
     assert here.mode == CONNECT and "in the client process" in here.reason
     remote = execution_mode(keras, {}, "spark_connect", "c", params=one, server_on_this_machine=False)
     assert remote.mode == SUBMIT and "remote" in remote.reason
+    # a remote server, but spark-submit would start the driver here too (client deploy mode): no JVM
+    # and no idle executors for a process that trains here either way
+    here_too = execution_mode(keras, {}, "spark_connect", "c", params=one, driver_here=True)
+    assert here_too.mode == CONNECT and "would run too" in here_too.reason
     barrier = execution_mode(keras, {}, "spark_connect", "c", params=two, server_on_this_machine=True)
     assert barrier.mode == SUBMIT and "barrier" in barrier.reason
     sparkxgb = xgb.params.model_validate({"label_col": "label", "features_col": "f", "workers": 2})
@@ -71,3 +76,9 @@ def test_result_changing_conf_that_no_session_can_set_needs_a_driver() -> None:
     assert driver_only_conf(conf) == ["spark.serializer", "spark.sql.extensions"]
     mode = execution_mode(read, conf, "spark_connect", "c")
     assert mode.mode == SUBMIT and "spark.serializer, spark.sql.extensions" in mode.reason
+
+
+def test_a_driver_of_its_own_runs_here_unless_the_submit_connection_asks_for_cluster_mode() -> None:
+    assert is_driver_here(None)  # no submit connection
+    assert is_driver_here({}) and is_driver_here({"deploy-mode": "client"})
+    assert not is_driver_here({"deploy-mode": "cluster", "namespace": "spark"})

@@ -37,6 +37,7 @@ from dagspec.plan.modes import (
     CONNECT_CONN_TYPE,
     ExecutionMode,
     execution_mode,
+    is_driver_here,
     is_local_server,
     is_server_on_this_machine,
 )
@@ -117,7 +118,20 @@ class DagspecStageOperator(SparkSubmitOperator):
             self._conn_id,
             params=kind.params.model_validate(stage.params),
             server_on_this_machine=is_server_on_this_machine(connection.host, connection.extra_dejson),
+            driver_here=self._driver_here(connection),
         )
+
+    def _driver_here(self, connection: Any) -> bool:
+        """Would a driver of the stage's own start in this task's process tree (client deploy mode)?"""
+        if connection.conn_type != CONNECT_CONN_TYPE:
+            return True
+        submit = connection.extra_dejson.get(SUBMIT_CONN_EXTRA)
+        if not submit:
+            return is_driver_here(None)
+        try:
+            return is_driver_here(self._connection(str(submit)).extra_dejson)
+        except ConnectionMissingError:
+            return False  # a stage that needs it fails when it submits, with that connection's name
 
     def _submit_conn_id(self, extra: dict[str, Any], stage_name: str, mode: ExecutionMode) -> str:
         submit = extra.get(SUBMIT_CONN_EXTRA)

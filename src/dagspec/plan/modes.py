@@ -4,9 +4,11 @@ The Airflow connection chooses (a ``spark_connect`` connection selects Connect m
 connection spark-submits every stage), and within Connect mode a stage keeps a driver of its own
 when it cannot be a Connect client: its kind says so (RDDs, the JVM gateway, SparkXGB), or its
 Spark conf holds a setting that only a new driver can take. A stage whose heavy work runs in its
-own Python process (single-node training) is a Connect client when the server shares this
-machine (the process runs here either way, and a JVM of its own would only add its start), and
-keeps a driver of its own, placed and sized by the cluster, when the server is remote.
+own Python process (single-node training) is a Connect client when that process would run here
+anyway: when the server shares this machine, or when a driver of its own would be started here too
+(spark-submit's client deploy mode, the default and the only one standalone clusters offer Python),
+where it would only add a JVM's start and executors that sit idle on the cluster. It keeps a driver
+of its own, placed and sized by the cluster, when the submit connection's deploy mode is cluster.
 ``dagspec show`` and the Airflow task log print the same mode and reason.
 """
 
@@ -74,22 +76,35 @@ def execution_mode(
     *,
     params: StageParams | None = None,
     server_on_this_machine: bool = False,
+    driver_here: bool = False,
 ) -> ExecutionMode:
-    """The mode of a stage of ``kind`` (with ``params`` and ``conf``) under a connection of ``connection_type``."""
+    """The mode of a stage of ``kind`` (with ``params`` and ``conf``) under a connection of ``connection_type``.
+
+    ``driver_here``: a driver of the stage's own would run on this machine too (see ``is_driver_here``).
+    """
     if connection_type != CONNECT_CONN_TYPE:
         return ExecutionMode(SUBMIT, f"connection {conn_id!r} is of type {connection_type!r}")
     need, why = kind.driver_need(params)
     if need == "own":
         return ExecutionMode(SUBMIT, f"needs a driver of its own: {why or 'declared by its kind'}")
-    if need == "process" and not server_on_this_machine:
-        return ExecutionMode(SUBMIT, f"{why}: a driver of its own, as the Connect server of {conn_id!r} is remote")
+    if need == "process" and not (server_on_this_machine or driver_here):
+        return ExecutionMode(
+            SUBMIT, f"{why}: a driver of its own, placed by the cluster (deploy mode cluster), as the server is remote"
+        )
     static = driver_only_conf(conf)
     if static:
         return ExecutionMode(SUBMIT, f"spark conf {', '.join(static)} is no session setting of a Connect server")
     client = f"a client of the Spark Connect server of connection {conn_id!r}"
     if need == "process":
-        return ExecutionMode(CONNECT, f"{client}, on this machine: {why} in the client process")
+        where = "on this machine" if server_on_this_machine else "here, where a driver of its own would run too"
+        return ExecutionMode(CONNECT, f"{client}, {where}: {why} in the client process")
     return ExecutionMode(CONNECT, client)
+
+
+def is_driver_here(submit_extra: Mapping[str, object] | None) -> bool:
+    """Would spark-submit start a stage's driver on this machine? Yes unless the submit connection
+    (its extra; None: no submit connection) asks for the cluster deploy mode."""
+    return submit_extra is None or str(submit_extra.get("deploy-mode") or "client") != "cluster"
 
 
 def is_local_server(extra: Mapping[str, object]) -> bool:
