@@ -29,6 +29,15 @@ SMALL_SIZES = {
 }
 
 
+# topology_classifier's exports publish to one folder per partition count: phase C's runs with
+# different params at once would otherwise take turns publishing the same folder (each run rightly
+# re-publishing what it asked for, the last one winning), and no checkpoint would be committed once
+PER_PARAMS_EXPORTS = {
+    "path: out/topology_classifier/train,": 'path: "out/topology_classifier/p{{ params.partitions }}/train",',
+    "path: out/topology_classifier/test,": 'path: "out/topology_classifier/p{{ params.partitions }}/test",',
+}
+
+
 def log(line: str) -> None:
     """One line of the stack test's log (pytest -s shows it as it happens)."""
     print(f"stack: {line}", flush=True)
@@ -47,10 +56,10 @@ def stack_pipelines(folder: Path) -> Path:
     for spec in sorted((REPO / "pipelines").glob("*.yaml")):
         # three retries 30 s apart: a restarted Connect server took 2 min to answer on a loaded machine
         text = re.sub(r"retries: \d+, retry_delay: \d+", "retries: 3, retry_delay: 30", spec.read_text())
-        if spec.name == "criteo_ctr.yaml":
-            for old, new in SMALL_SIZES.items():
-                assert old in text, f"{spec}: {old!r} not found"
-                text = text.replace(old, new)
+        edits = {"criteo_ctr.yaml": SMALL_SIZES, "topology_classifier.yaml": PER_PARAMS_EXPORTS}.get(spec.name, {})
+        for old, new in edits.items():
+            assert old in text, f"{spec}: {old!r} not found"
+            text = text.replace(old, new)
         (folder / spec.name).write_text(text)
     return folder
 
