@@ -70,6 +70,12 @@ def test_compile_builds_one_spark_task_per_stage(tmp_path: Path) -> None:
     assert [a.uri for a in raw.outlets] == ["dagspec://shop/raw/data"]
     assert out.outlets == []  # export writes outside the checkpoint store
     assert "split" in dag.get_task("split").doc_md
+    assert dag.max_active_runs == 1  # one run at a time unless the spec says otherwise
+
+
+def test_max_active_runs_lets_runs_of_one_dag_overlap(tmp_path: Path) -> None:
+    spec = load_spec(write_spec(tmp_path, SPEC.replace("tags: [x]", "tags: [x]\nmax_active_runs: 3")))
+    assert compile_pipeline(spec, home=tmp_path, jobs_dir=REPO / "jobs").max_active_runs == 3
 
 
 IMPORT_GUARD = """

@@ -9,6 +9,7 @@ import pytest
 from dagspec.errors import SpecValidationError, YamlSourceError
 from dagspec.spec.loader import load_spec
 from dagspec.spec.yaml_source import load_yaml_text
+from tests.helpers import write_spec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "specs"
 
@@ -62,7 +63,7 @@ def test_all_errors_of_a_file_are_reported_at_once() -> None:
     found = issues_of("unknown_key.yaml")
     assert found == [
         "pipelines/unknown_key.yaml:2:1: schedul: unknown key 'schedul' (did you mean 'schedule'?); expected one of: "
-        "dag_id, description, schedule, start_date, catchup, tags, default_args, params, storage, spark, stages",
+        "dag_id, description, schedule, start_date, catchup, max_active_runs, tags, default_args, params, storage, spark, stages",
         "pipelines/unknown_key.yaml:6:46: stages.raw.params.partitons: unknown key 'partitons' (did you mean "
         "'options'?); expected one of: " + found[1].split("expected one of: ")[1],
     ]
@@ -114,3 +115,10 @@ def test_merge_keys_work_but_explicit_duplicates_do_not() -> None:
     assert doc.data["stage"] == {"seed": 2, "label_col": "y"}
     with pytest.raises(YamlSourceError, match="duplicate key 'seed'"):
         load_yaml_text("stage:\n  seed: 1\n  seed: 2\n", "d.yaml")
+
+
+def test_max_active_runs_below_one_is_located(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, "dag_id: d\nmax_active_runs: 0\nstages:\n  raw: {kind: read, params: {path: x}}\n")
+    with pytest.raises(SpecValidationError) as raised:
+        load_spec(path)
+    assert ":2:18: max_active_runs: Input should be greater than or equal to 1" in str(raised.value)

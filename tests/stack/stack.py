@@ -29,10 +29,12 @@ SMALL_SIZES = {
 }
 
 
-# topology_classifier's exports publish to one folder per partition count: phase C's runs with
-# different params at once would otherwise take turns publishing the same folder (each run rightly
-# re-publishing what it asked for, the last one winning), and no checkpoint would be committed once
+# topology_classifier: four runs at once (phase C; the shipped spec runs one at a time), and its
+# exports publish to one folder per partition count: runs with different params at once would
+# otherwise take turns publishing the same folder (each run rightly re-publishing what it asked for,
+# the last one winning), and no checkpoint would be committed once
 PER_PARAMS_EXPORTS = {
+    "tags: [physics, demo]\n": "tags: [physics, demo]\nmax_active_runs: 4\n",
     "path: out/topology_classifier/train,": 'path: "out/topology_classifier/p{{ params.partitions }}/train",',
     "path: out/topology_classifier/test,": 'path: "out/topology_classifier/p{{ params.partitions }}/test",',
 }

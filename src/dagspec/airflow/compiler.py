@@ -91,7 +91,7 @@ def compile_pipeline(spec: PipelineSpec, *, home: Path, jobs_dir: Path | None = 
         default_args=default_args,
         params=_params(spec),
         doc_md=f"{spec.description or ''}\n\nCompiled by dagspec from `{spec.source}`.",
-        max_active_runs=1,
+        max_active_runs=spec.max_active_runs,
         auto_register=False,  # registered by compile_folder once complete: a half-built DAG never is
     )
     tasks: dict[str, DagspecStageOperator] = {}

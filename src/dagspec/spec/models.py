@@ -216,6 +216,13 @@ class PipelineSpec(_Model):
     schedule: str | None = Field(default=None, description="cron expression, preset (@daily, ...) or null")
     start_date: dt.datetime | dt.date | None = Field(default=None, description="first data interval (UTC)")
     catchup: bool = Field(default=False, description="backfill missed intervals")
+    max_active_runs: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="runs of this DAG at once; runs with the same params share checkpoints (one computes, "
+        "the others wait for it and hit)",
+    )
     tags: list[str] = Field(
         default_factory=list,
         description="UI tags ('dagspec' is always added)",
