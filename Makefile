@@ -51,7 +51,8 @@ browser:
 	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "installing chromium and chromium-driver for the UI test"; \
-			apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+			flock /var/lock/dagspec-apt.lock apt-get update -qq >/dev/null \
+				&& DEBIAN_FRONTEND=noninteractive flock /var/lock/dagspec-apt.lock apt-get install -y -qq chromium chromium-driver >/dev/null; \
 		else echo "chromium/chromedriver missing and not root: the UI browser test will be skipped"; fi; \
 	fi
 

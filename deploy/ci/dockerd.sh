@@ -25,8 +25,10 @@ install_missing() {
 	if [ ${#missing[@]} -gt 0 ]; then
 		need_root "installing ${missing[*]}"
 		echo "dockerd.sh: installing ${missing[*]} with apt"
-		apt-get update -qq >/dev/null
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+		# one apt at a time: make test may be installing chromium meanwhile (.ci/run)
+		flock /var/lock/dagspec-apt.lock apt-get update -qq >/dev/null
+		DEBIAN_FRONTEND=noninteractive flock /var/lock/dagspec-apt.lock \
+			apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 	fi
 }
 

@@ -7,8 +7,11 @@
 #  4. pytest tests/stack: compose up --wait, the pipelines, the faults, compose down
 #  5. the engine stopped (its data root, hence the images, kept for the next run)
 # Each phase's wall time is printed; DAGSPEC_KEEP_DOCKERD=1 leaves the engine running.
+# `stack.sh images` does 1-3 only (.ci/run runs it in the background while the suite runs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+MODE=all
+if [ "${1:-}" = images ]; then MODE=images; shift; fi
 PYTEST=${PYTEST:-.venv/bin/pytest}
 t0=$SECONDS
 t=$SECONDS
@@ -43,6 +46,10 @@ if [ -n "${DAGSPEC_EXTRA_CA:-}" ]; then secret=(--secret "id=extra_ca,src=$DAGSP
 DOCKER_BUILDKIT=1 "$DOCKER" build -q --build-arg "BASE_IMAGE=$BASE_IMAGE" "${secret[@]}" \
 	-t "${DAGSPEC_IMAGE:-dagspec:local}" . >/dev/null
 phase "image ${DAGSPEC_IMAGE:-dagspec:local}"
+if [ "$MODE" = images ]; then
+	echo "stack: images ready: $((SECONDS - t0)) s"
+	exit 0
+fi
 
 DAGSPEC_STACK_TEST=1 "$PYTEST" -p no:xdist -p no:cacheprovider -m stack -s tests/stack "$@"
 phase "tests/stack"
