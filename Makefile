@@ -71,7 +71,7 @@ cluster-up: bootstrap
 cluster-down:
 	$(VENV)/bin/dagspec cluster down
 airflow-up: bootstrap
-	$(VENV)/bin/dagspec airflow up
+	$(VENV)/bin/dagspec airflow up $(if $(PORT),--port $(PORT))
 airflow-down:
 	$(VENV)/bin/dagspec airflow down
 

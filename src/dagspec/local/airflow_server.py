@@ -24,6 +24,7 @@ from dagspec.storage import project_home
 
 AIRFLOW = "airflow"
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
+DEFAULT_PORT = 8080
 
 
 def airflow_environment(home: Path, port: int, parallelism: int) -> dict[str, str]:
@@ -95,7 +96,7 @@ def airflow_health(url: str) -> dict[str, str]:
 
 
 def airflow_up(
-    port: int = 8080,
+    port: int = DEFAULT_PORT,
     *,
     parallelism: int = 2,
     home: Path | None = None,
@@ -107,7 +108,10 @@ def airflow_up(
     run_dir = run_dir or default_run_dir(home)
     refuse_if_running(run_dir, AIRFLOW, "dagspec airflow down")
     if not port_free(port):
-        raise ServiceError(f"port {port} on 127.0.0.1 is in use; stop what uses it or pick another port")
+        raise ServiceError(
+            f"port {port} on 127.0.0.1 is in use (Airflow's UI and API would listen there); "
+            f"stop what uses it or pick another port: dagspec airflow up --port N"
+        )
     env = airflow_environment(home, port, parallelism)
     if uses_local_server(env, "spark_default"):
         ensure_server(home, run_dir)  # before the scheduler: a first task must not wait for its start

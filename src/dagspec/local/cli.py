@@ -67,8 +67,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_service(args: argparse.Namespace) -> int:
+    """Start, stop or check the local cluster or Airflow (``airflow up`` on ``--port``)."""
     module = {"cluster": cluster, "airflow": airflow_server}[args.service]
-    result = getattr(module, f"{args.service}_{args.action}")()
+    options = {"port": args.port} if args.service == "airflow" and args.action == "up" else {}
+    result = getattr(module, f"{args.service}_{args.action}")(**options)
     if result is not None:
         print(result)
     return 0
@@ -161,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     for service in ("cluster", "airflow"):
         p = verbs.add_parser(service, help=f"start or stop the local {service} (background processes)")
         p.add_argument("action", choices=["up", "down", "status"])
+        if service == "airflow":
+            p.add_argument(
+                "--port",
+                type=int,
+                default=airflow_server.DEFAULT_PORT,
+                help=f"port of the UI and API on 127.0.0.1, for `up` (default {airflow_server.DEFAULT_PORT})",
+            )
         p.set_defaults(func=cmd_service, service=service)
 
     p = verbs.add_parser("connect", help="start, stop or check the local Spark Connect server (127.0.0.1)")
