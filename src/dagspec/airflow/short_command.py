@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import sys
 
+from dagspec.airflow.noise import quiet_loggers
 from dagspec.exits import exit_now, exit_status
 
 # collect the young generation every 50,000 allocations instead of 700, the older ones rarely
@@ -26,6 +27,7 @@ YOUNG_THRESHOLD, OLDER_THRESHOLD = 50_000, 20
 def run(argv: list[str]) -> int:
     """Airflow's CLI with ``argv``; returns its exit status."""
     gc.set_threshold(YOUNG_THRESHOLD, OLDER_THRESHOLD, OLDER_THRESHOLD)
+    quiet_loggers()  # before Airflow loads its plugins (dag-factory logs at import)
     sys.argv = ["airflow", *argv]
     from airflow.__main__ import main as airflow_main
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dagspec.airflow.noise import python_warnings
 from dagspec.errors import DagspecError
 from dagspec.plan.modes import LOCAL_SERVER_EXTRA, is_local_server
 
@@ -40,6 +41,8 @@ def airflow_env(home: Path) -> dict[str, str]:
         "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
         "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
         "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        # third-party warnings kept out of the logs' head (dagspec.airflow.noise)
+        "PYTHONWARNINGS": python_warnings(os.environ.get("PYTHONWARNINGS")),
     }
     for passthrough in ("DAGSPEC_PIPELINES", "DAGSPEC_STORAGE_ROOT", "DAGSPEC_PLUGINS"):
         if os.environ.get(passthrough):
