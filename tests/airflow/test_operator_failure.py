@@ -25,7 +25,7 @@ spark: {conn_id: failing_connect}
 stages:
   few:
     kind: sql
-    params: {query: "SELECT id FROM range(3) WHERE id > 1 form x"}
+    params: {query: "SELECT id,, id FROM range(3)"}  # a typo validate lets through (sqlglot)
 """
 
 
@@ -42,8 +42,8 @@ def test_a_failed_connect_client_raises_its_located_cause_first(
     with pytest.raises(AirflowException) as raised:
         operator.run_connect_client(stage, force=False, extra={})  # type: ignore[attr-defined]
     line = (
-        "stage 'few' (pipelines/b.yaml:4:3, kind sql) failed: [PARSE_SYNTAX_ERROR] Syntax error at or near 'form' "
-        "(line 1, pos 37) in stages.few.params.query (pipelines/b.yaml:6:21)"
+        "stage 'few' (pipelines/b.yaml:4:3, kind sql) failed: [PARSE_SYNTAX_ERROR] Syntax error at or near ',' "
+        "(line 1, pos 10) in stages.few.params.query (pipelines/b.yaml:6:21)"
     )
     assert str(raised.value).splitlines() == [
         line,

@@ -59,13 +59,11 @@ def _reported(stage: ResolvedStage, exc: Exception, capsys: pytest.CaptureFixtur
 
 
 def test_a_parse_error_in_a_sql_query_names_the_stage_and_the_query(spark, home, tmp_path: Path, capsys) -> None:
-    spec, stage, exc = _run_broken(
-        spark, tmp_path, "SELECT id FROM data WHERE id > 1 form data", ParseException, "PARSE_SYNTAX_ERROR"
-    )
+    spec, stage, exc = _run_broken(spark, tmp_path, "SELECT id,, label FROM data", ParseException, "PARSE_SYNTAX_ERROR")
     failure = _reported(stage, exc, capsys)
     assert failure_line(spec, failure) == (
         "stage 'enriched' (pipelines/x.yaml:3:3, kind sql) failed: [PARSE_SYNTAX_ERROR] Syntax error at or near "
-        "'form' (line 1, pos 33) in stages.enriched.params.query (pipelines/x.yaml:7:14)"
+        "',' (line 1, pos 10) in stages.enriched.params.query (pipelines/x.yaml:7:14)"
     )
 
 
@@ -129,9 +127,7 @@ def test_the_stage_entry_reports_a_parse_error_across_the_process_boundary(spark
     """jobs/run_stage.py as its own driver (as under spark-submit): exit code 1, the marker line last
     in its output, the record beside the checkpoints."""
     data = parquet_table(spark, tmp_path, 10)
-    path = write_spec(
-        tmp_path / "pipelines", SPEC.format(data=data, query="SELECT id FROM data WHERE id > 1 form data"), "x.yaml"
-    )
+    path = write_spec(tmp_path / "pipelines", SPEC.format(data=data, query="SELECT id,, label FROM data"), "x.yaml")
     spec = load_spec(path, "pipelines/x.yaml")
     context = default_context(spec, {})
     run_stage(spark, resolve_pipeline(spec, context)["raw"])
@@ -146,7 +142,7 @@ def test_the_stage_entry_reports_a_parse_error_across_the_process_boundary(spark
     assert done.stderr.rstrip().splitlines()[-1] == failure.marker_line()
     assert failure_line(spec, failure) == (
         "stage 'enriched' (pipelines/x.yaml:3:3, kind sql) failed: [PARSE_SYNTAX_ERROR] Syntax error at or near "
-        "'form' (line 1, pos 33) in stages.enriched.params.query (pipelines/x.yaml:7:14)"
+        "',' (line 1, pos 10) in stages.enriched.params.query (pipelines/x.yaml:7:14)"
     )
     assert json.loads(Path(record_path(stage.stage_dir, stage.fingerprint)).read_text())["cause"] == failure.cause
     assert "Traceback" in done.stderr  # the full trace stays in the log

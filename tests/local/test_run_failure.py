@@ -22,7 +22,7 @@ stages:
     kind: sql
     inputs: {{data: raw}}
     params:
-      query: select label from data where label > 0 form data
+      query: select label,, label from data
 """
 
 
@@ -43,7 +43,7 @@ def test_a_broken_query_fails_with_its_cause_and_spec_position_first(tmp_path: P
     )
     assert done.returncode == 1, done.stdout + done.stderr
     cause = (
-        "[PARSE_SYNTAX_ERROR] Syntax error at or near 'form' (line 1, pos 39) in stages.enriched.params.query "
+        "[PARSE_SYNTAX_ERROR] Syntax error at or near ',' (line 1, pos 13) in stages.enriched.params.query "
         f"({spec}:8:14)"
     )
     assert done.stderr.splitlines()[0] == f"stage 'enriched' ({spec}:4:3, kind sql) failed: {cause}"

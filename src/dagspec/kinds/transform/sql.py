@@ -8,6 +8,12 @@ shell command on every executor) and the Java reflection functions (``reflect``,
 ``try_reflect``). Pydantic runs the check wherever the params are validated: when the spec loads
 (a literal query) and in the job after rendering (a templated one). See docs/security.md.
 
+A query must parse: ``dagspec validate`` parses it as Spark SQL with sqlglot (no JVM), so a typo
+is a ``file:line:col`` error of the spec, not a failure at run time (``syntax_error``). A templated
+query is parsed once rendered (with the params' defaults at validate time). sqlglot is the more
+lenient parser of the two: what it accepts and Spark refuses still fails at run time, with Spark's
+error first.
+
 A query reads only its inputs. The params model refuses what it can see in the text (a file read
 by path, ``csv.`/data/x.csv```; a file-reading table function, ``read_files(...)``; a table
 qualified by ``spark_catalog`` or ``global_temp``), and the job decides from Spark's own analysis
@@ -125,6 +131,73 @@ def refused_sql(query: str) -> str | None:
     return refused_read(text, skeleton(query, names=True))
 
 
+def syntax_error(query: str) -> str | None:
+    """sqlglot's message and position when ``query`` does not parse as Spark SQL, else None.
+
+    A query still holding a template (not rendered yet) is left to the check after rendering.
+    Where sqlglot is stricter than Spark, the query passes: Spark's variant paths (``v:a.b``) are
+    read with sqlglot's Databricks dialect, and a keyword where Spark takes a name (a column
+    ``values``, an alias ``where``) is tried again in backticks.
+    """
+    if "{{" in query or "{%" in query:
+        return None
+    error = _parse_error(query, "spark")
+    if error is None or _parse_error(query, "databricks") is None:
+        return None
+    retried, again = query, error
+    for _ in range(8):  # one keyword per try, a few at most
+        quoted = _keyword_quoted(retried, again)
+        if quoted is None:
+            break
+        retry_error = _parse_error(quoted, "spark")
+        if retry_error is None:
+            return None
+        retried, again = quoted, retry_error
+    from sqlglot.errors import ParseError
+
+    if isinstance(error, ParseError) and error.errors:
+        first = error.errors[0]
+        near = f" at {first['highlight']!r}" if first.get("highlight") else ""
+        return (
+            f"does not parse as Spark SQL: {first['description']}{near} "
+            f"(line {first['line']}, col {first['col']} of the query)"
+        )
+    return f"does not parse as Spark SQL: {error}"  # an unclosed string, quoted name or comment
+
+
+def _parse_error(query: str, dialect: str) -> Exception | None:
+    import sqlglot
+    from sqlglot.errors import ParseError, TokenError
+
+    try:
+        sqlglot.parse_one(query, read=dialect)
+    except (ParseError, TokenError) as exc:
+        return exc
+    return None
+
+
+def _keyword_quoted(query: str, error: Exception) -> str | None:
+    """``query`` with the keyword where ``error`` stopped (or just before) in backticks, else None."""
+    from sqlglot.dialects.spark import Spark
+    from sqlglot.errors import ParseError
+
+    if not isinstance(error, ParseError) or not error.errors:
+        return None
+    first = error.errors[0]
+    highlight = str(first.get("highlight") or "")
+    lines = query.split("\n")
+    # sqlglot's col is where the highlighted token ends (1-based)
+    end = sum(len(line) + 1 for line in lines[: int(first["line"]) - 1]) + int(first["col"])
+    if end - len(highlight) < 0 or query[end - len(highlight) : end] != highlight:
+        return None
+    before = re.search(r"([A-Za-z_]\w*)\s*$", query[: end - len(highlight)])
+    spots = [(end - len(highlight), highlight)] + ([(before.start(1), before.group(1))] if before else [])
+    for start, word in spots:
+        if re.fullmatch(r"[A-Za-z_]\w*", word) and word.upper() in Spark.Tokenizer.KEYWORDS:
+            return f"{query[:start]}`{word}`{query[start + len(word) :]}"
+    return None
+
+
 def refused_read(text: str, with_names: str) -> str | None:
     """Why a query (its skeleton, and the same with names kept) reads something besides its inputs."""
     for found in _BY_PATH.finditer(with_names):
@@ -148,7 +221,7 @@ class SqlParams(StageParams):
     @field_validator("query")
     @classmethod
     def _a_query_only(cls, query: str) -> str:
-        why = refused_sql(query)
+        why = refused_sql(query) or syntax_error(query)
         if why is not None:
             raise ValueError(why)
         return query
