@@ -130,11 +130,23 @@ def environment(args: argparse.Namespace, work: Path) -> dict[str, str]:
     if not (home / "dags").exists():
         (home / "dags").mkdir(parents=True)
         (home / "dags" / "dagspec_pipelines.py").symlink_to(REPO / "dags" / "dagspec_pipelines.py")
-        (home / "jobs").symlink_to(REPO / "jobs")
         (home / "plugins").mkdir()
+    jobs = home / "jobs"  # the snapshot's run_stage.py
+    if jobs.is_symlink() or jobs.exists():
+        jobs.unlink()
+    # the run imports dagspec from a snapshot of HEAD: others edit this checkout meanwhile, and a
+    # changed code hash restarts the Connect server mid-run (a stage in flight then fails)
+    code = home / "code" / _head()
+    if not (code / "src").is_dir():
+        code.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", "HEAD", "src", "jobs"], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(code)], input=archive.stdout, check=True)
     (work / "conf").mkdir(parents=True, exist_ok=True)
     (work / "events").mkdir(exist_ok=True)
     (work / "conf" / "spark-defaults.conf").write_text(EVENT_LOG_CONF.format(dir=work / "events"))
+    jobs.symlink_to(code / "jobs")
     keep = {k: v for k, v in env.items() if not k.startswith(("AIRFLOW", "DAGSPEC_"))}
     return {
         **keep,
@@ -144,12 +156,19 @@ def environment(args: argparse.Namespace, work: Path) -> dict[str, str]:
         "DAGSPEC_STORAGE_ROOT": env["DAGSPEC_STORAGE_ROOT"],
         "DAGSPEC_CONNECT_PORT": str(_free_port()),
         "SPARK_CONF_DIR": str(work / "conf"),
+        "PYTHONPATH": str(code / "src"),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         "DO_NOT_TRACK": "1",
     }
+
+
+def _head() -> str:
+    return subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def _task_table(stdout: str) -> dict[str, tuple[str, float]]:
@@ -225,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
         "load_avg_start": [round(x, 2) for x in load0],
         "load_avg_end": [round(x, 2) for x in os.getloadavg()],
         "cores": os.cpu_count(),
+        "code": env.get("PYTHONPATH", str(REPO / "src")),
     }
     rows = []
     for name in dict.fromkeys([*tasks, *manifests]):
