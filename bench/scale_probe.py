@@ -58,7 +58,7 @@ class ProcessSampler:
 
     roots: Any  # Callable[[], set[int]]
     interval: float = 0.5
-    samples: list[tuple[float, dict[tuple[int, int], tuple[str, int, float]]]] = field(default_factory=list)
+    samples: list[tuple[float, dict[tuple[int, int], tuple[str, int, int, float]]]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _roles: dict[tuple[int, int], str] = field(default_factory=dict)
     _thread: threading.Thread | None = None
@@ -77,8 +77,8 @@ class ProcessSampler:
             self.samples.append((time.time(), self._sample()))
             self._stop.wait(self.interval)
 
-    def _sample(self) -> dict[tuple[int, int], tuple[str, int, float]]:
-        """``{(pid, start ticks): (role, rss kB, cpu s)}`` of every process under the roots."""
+    def _sample(self) -> dict[tuple[int, int], tuple[str, int, int, float]]:
+        """``{(pid, start ticks): (role, rss kB, peak rss kB, cpu s)}`` of every process under the roots."""
         stats: dict[int, list[str]] = {}
         for entry in os.scandir("/proc"):
             if entry.name.isdigit():
@@ -107,7 +107,7 @@ class ProcessSampler:
                     continue
                 self._roles[key] = role_of(cmd)
             cpu = (int(fields[11]) + int(fields[12])) / TICKS
-            out[key] = (self._roles[key], int(fields[21]) * PAGE_KB, cpu)
+            out[key] = (self._roles[key], *_rss_hwm_kb(pid, int(fields[21]) * PAGE_KB), cpu)
         return out
 
     def window(self, start: float, end: float) -> dict[str, Any]:
@@ -116,17 +116,25 @@ class ProcessSampler:
         before: dict[tuple[int, int], float] = {}
         last: dict[tuple[int, int], tuple[str, float]] = {}
         peak_one: dict[str, float] = defaultdict(float)
+        peak_hwm: dict[str, float] = defaultdict(float)
         peak_sum: dict[str, float] = defaultdict(float)
+        born: dict[tuple[int, int], bool] = {}
         for t, procs in self.samples:
             if t < start:
-                before = {k: v[2] for k, v in procs.items()}
+                before = {k: v[3] for k, v in procs.items()}
                 continue
             if t > end:
                 break
             sums: dict[str, float] = defaultdict(float)
-            for key, (role, rss_kb, cpu) in procs.items():
+            for key, (role, rss_kb, hwm_kb, cpu) in procs.items():
                 last[key] = (role, cpu)
                 peak_one[role] = max(peak_one[role], rss_kb / 1024)
+                # a process's lifetime peak (VmHWM) counts when it was born in the window (a
+                # long-lived server's may come from an earlier stage), or is a stage's client (one
+                # per stage; started one stage ahead, it only imported before its own stage)
+                born.setdefault(key, key not in before)
+                if born[key] or role == "client":
+                    peak_hwm[role] = max(peak_hwm[role], hwm_kb / 1024)
                 sums[role] += rss_kb / 1024
             for role, total in sums.items():
                 peak_sum[role] = max(peak_sum[role], total)
@@ -138,8 +146,23 @@ class ProcessSampler:
             "cpu_s_by_role": {r: round(v, 2) for r, v in sorted(cpu_by_role.items())},
             "peak_rss_mb": {r: round(v, 1) for r, v in sorted(peak_one.items())},
             "peak_rss_sum_mb": {r: round(v, 1) for r, v in sorted(peak_sum.items())},
+            "peak_hwm_mb": {r: round(v, 1) for r, v in sorted(peak_hwm.items())},
             "processes": len(last),
         }
+
+
+def _rss_hwm_kb(pid: int, fallback_kb: int) -> tuple[int, int]:
+    """Current and peak RSS (VmRSS, VmHWM: the peak of this process image, exact between samples)."""
+    rss = hwm = fallback_kb
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+            elif line.startswith("VmHWM:"):
+                hwm = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return rss, max(hwm, rss)
 
 
 def connect_server_pids(port: int) -> set[int]:

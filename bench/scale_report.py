@@ -49,8 +49,9 @@ def _stage_table(rows: list[dict[str, Any]]) -> list[str]:
     ]
     for row in rows:
         rss = [_f(row.get(key, {}).get(role)) for role, key in RSS_COLUMNS]
-        # the client's own getrusage peak (its manifest) is exact; 0.5 s samples can miss a peak
-        rss[0] = _f(row.get("client_peak_rss_mb_manifest") or row.get("peak_rss_mb", {}).get("client"))
+        # a client lives one stage: its VmHWM is its exact peak (the manifest's getrusage peak is not:
+        # a forked child's ru_maxrss starts from its parent's, the Airflow process's)
+        rss[0] = _f(row.get("peak_hwm_mb", {}).get("client") or row.get("peak_rss_mb", {}).get("client"))
         workers = _f(row.get("peak_rss_sum_mb", {}).get("python_worker"))
         shuffle = row.get("shuffle_write_bytes")
         spill = (row.get("memory_spill_bytes"), row.get("disk_spill_bytes"))
