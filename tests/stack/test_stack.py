@@ -220,7 +220,8 @@ def _commits(api: Api, dag_id: str, run_id: str, tasks: tuple[str, ...]) -> list
     for ti in api.tasks(dag_id, run_id):
         if ti["task_id"] in tasks:
             text = api.task_log(dag_id, run_id, ti["task_id"], ti["try_number"])
-            if re.search(rf"committed /data/storage/{dag_id}/{ti['task_id']}/", text):
+            # "committed <dir> (<rows> rows) in <s> s"; not "another attempt committed <dir> meanwhile" (a hit)
+            if re.search(rf"committed /data/storage/{dag_id}/{ti['task_id']}/\w+ \(", text):
                 committed.append(str(ti["task_id"]))
     return sorted(committed)
 
