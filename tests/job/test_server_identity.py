@@ -136,3 +136,22 @@ def test_our_server_started_from_other_code_is_restarted_then_reused(
     finally:
         print(stop_server(REPO, run_dir))
     assert read_identity(settings.port) is None
+
+
+def test_a_server_of_another_port_recorded_in_the_run_folder_is_never_stopped_for_this_one(
+    tmp_path: Path, settings
+) -> None:
+    """Two runs of one checkout on two ports: the second one's start must not kill the first one's server."""
+    other = ServerSettings(port=free_port(), master="local[1]", driver_memory="1g")
+    group = start_listener(other, tmp_path, ServerIdentity.current(REPO).as_info())
+    try:
+        with pytest.raises(connect_server.ServiceError) as refused:
+            ensure_server(REPO, tmp_path, settings)
+        assert (
+            f"records a Spark Connect server on port {other.port} (pid {group.processes[0].pid}), still running"
+            in str(refused.value)
+        )
+        assert group.processes[0].running and connect_server.answering(other.port)
+    finally:
+        group.stop(tmp_path)
+        identity_path(other.port).unlink(missing_ok=True)

@@ -202,6 +202,14 @@ def ensure_server(home: Path, run_dir: Path | None = None, settings: ServerSetti
             _stop(group, folder)
         else:
             stale = ServiceGroup.load(run_dir, GROUP)
+            if stale is not None and _serves_another_port(stale, settings.port):
+                # one run folder records one server: never stop another port's live one for this
+                raise ServiceError(
+                    f"this project's run folder {run_dir} records a Spark Connect server on port "
+                    f"{stale.info['port']} (pid {stale.processes[0].pid}), still running; a run folder holds one "
+                    f"server: use that port, stop it (DAGSPEC_CONNECT_PORT={stale.info['port']} dagspec connect "
+                    f"down), or give this run another folder (DAGSPEC_RUN_DIR)"
+                )
             if stale is not None:
                 _stop(stale, run_dir)  # recorded but not answering: dead or hung, start afresh
         info = {"url": settings.url, "port": settings.port, "master": settings.master, **ours.as_info()}
@@ -217,6 +225,12 @@ def ensure_server(home: Path, run_dir: Path | None = None, settings: ServerSetti
             _stop(group, run_dir)
             raise ServiceError(f"the Spark Connect server exited while starting:\n{output}")
         return settings.url
+
+
+def _serves_another_port(group: ServiceGroup, port: int) -> bool:
+    """Is the recorded server one on another port whose process still runs?"""
+    recorded = group.info.get("port")
+    return recorded is not None and int(recorded) != port and any(p.running for p in group.processes)
 
 
 def _stop(group: ServiceGroup, run_dir: Path) -> list[str]:
