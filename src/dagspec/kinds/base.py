@@ -8,7 +8,7 @@ DAG file imports every kind on each parse to validate the specs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -72,7 +72,8 @@ class KindDef:
     when set, is the type every such role must have. ``fan_in`` kinds given a matrix stage take
     all its expansions. ``source_paths`` names the files a source stage reads: they are listed
     and their identity is part of the cache key. ``publishes`` gives the path (relative to the
-    exports folder) a kind publishes its data to, outside the checkpoint tree.
+    exports folder) a kind publishes its data to, outside the checkpoint tree. ``check_inputs``
+    checks params against the stage's input roles when the spec loads: (param field, message) pairs.
     """
 
     name: str
@@ -94,6 +95,7 @@ class KindDef:
     driver: DriverNeed | DriverNeedOf = "any"
     driver_reason: str = ""
     reuse_workers: bool = False
+    check_inputs: Callable[[Any, Sequence[str]], list[tuple[str, str]]] | None = None
 
     def driver_need(self, params: StageParams | None) -> tuple[DriverNeed, str]:
         """The driver a stage of these params needs, and why (params unknown: the strictest)."""
@@ -135,6 +137,7 @@ def kind(
     driver: DriverNeed | DriverNeedOf = "any",
     driver_reason: str = "",
     reuse_workers: bool = False,
+    check_inputs: Callable[[Any, Sequence[str]], list[tuple[str, str]]] | None = None,
 ) -> Callable[[F], F]:
     """Declare a function as stage kind ``name``; the function itself is returned unchanged.
 
@@ -164,6 +167,7 @@ def kind(
             driver=driver,
             driver_reason=driver_reason,
             reuse_workers=reuse_workers,
+            check_inputs=check_inputs,
         )
         setattr(function, KIND_ATTRIBUTE, definition)
         return function

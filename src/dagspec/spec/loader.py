@@ -127,6 +127,9 @@ def _check_params(spec: PipelineSpec, name: str, kind: KindDef, issues: _IssueCo
         for issue in stage_param_issues(spec, name, exc.problems):
             issues.add_issue(issue)
         return kind.output_types(None)
+    if kind.check_inputs is not None:
+        for field_name, message in kind.check_inputs(model, list(spec.stages[name].inputs)):
+            issues.add(("stages", spec.written_stage(name), "params", field_name), message)
     # outputs that depend on templated params are known only at run time: the kind's defaults
     return kind.output_types(None if contains_template(params) else model)
 

@@ -222,3 +222,26 @@ def test_an_unclosed_string_is_found() -> None:
 
 def test_a_template_not_rendered_yet_is_left_to_the_check_after_rendering() -> None:
     assert syntax_error("SELECT * FROM data WHERE {{ params.cond }}") is None
+
+
+def test_a_query_reading_a_name_that_is_no_input_is_a_located_validate_error(tmp_path: Path) -> None:
+    spec = """dag_id: views
+stages:
+  raw: {kind: read, params: {format: parquet, path: /data/in}}
+  enriched:
+    kind: sql
+    inputs: {data: raw}
+    params: {query: "WITH t AS (SELECT * FROM data) SELECT * FROM t JOIN dta USING (id)"}
+  fine:
+    kind: sql
+    inputs: {data: raw, other: raw}
+    params: {query: "SELECT * FROM DATA d JOIN other o ON d.id = o.id CROSS JOIN range(3)"}
+"""
+    path = write_spec(tmp_path, spec)
+    with pytest.raises(SpecValidationError) as raised:
+        load_spec(path)
+    lines = [str(i) for i in raised.value.issues]  # type: ignore[attr-defined]
+    assert lines == [
+        f"{path}:7:21: stages.enriched.params.query: reads 'dta', which is none of the stage's "
+        "inputs (data) (did you mean 'data'?); each input is a view named by its role under inputs:"
+    ], lines

@@ -23,7 +23,9 @@ tables and views, and reads inside subqueries.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Sequence
 
 from pydantic import Field, field_validator
 
@@ -227,7 +229,44 @@ class SqlParams(StageParams):
         return query
 
 
-@kind("sql", params=SqlParams, any_inputs=True)
+def unknown_views(params: SqlParams, roles: Sequence[str]) -> list[tuple[str, str]]:
+    """The query's first table name that is none of the stage's inputs (views named by their roles).
+
+    Names are compared as Spark compares them (case-insensitively); a CTE's name is the query's own.
+    A query sqlglot cannot parse is left to the syntax check and the job.
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError, TokenError
+
+    try:
+        tree = sqlglot.parse_one(params.query, read="spark")
+    except (ParseError, TokenError):
+        return []
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    known = {role.lower() for role in roles} | ctes
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            continue  # a table-valued function (range(10), explode(...)): no read of a table
+        name = ".".join(part.name for part in table.parts)
+        if name.lower() not in known:
+            inputs = ", ".join(roles) or "none"
+            return [
+                (
+                    "query",
+                    f"reads {name!r}, which is none of the stage's inputs ({inputs}){_did_you_mean(name, roles)}; "
+                    "each input is a view named by its role under inputs:",
+                )
+            ]
+    return []
+
+
+def _did_you_mean(name: str, roles: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(roles), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+@kind("sql", params=SqlParams, any_inputs=True, check_inputs=unknown_views)
 def sql(inputs: Inputs, params: SqlParams, ctx: StageContext) -> Outputs:
     """Run a Spark SQL query over the inputs (views named by their roles)."""
     return {"data": checked_sql(ctx.spark, params.query, inputs, ctx.stage_name)}
