@@ -52,7 +52,7 @@ def test_a_hit_whose_export_was_overwritten_says_why(spark, spec) -> None:
     assert not status.done
     # not broken: the export is what another run with other params published, and this run publishes again
     assert status.reasons == [
-        f"published by another run (params: few.n=8): {five['out'].publish_path} holds fingerprint {resolve(spec, 8)}"
+        f"published by another run (params: n=8): {five['out'].publish_path} holds fingerprint {resolve(spec, 8)}"
     ]
 
 

@@ -164,7 +164,7 @@ def test_changing_one_param_reruns_exactly_the_affected_stages(project) -> None:
     assert (train_out["state"], train_out["reasons"]) == (
         "missing",
         [
-            "published by another run (params: split.fractions.test=0.3, split.fractions.train=0.7): "
+            "published by another run (params: test_fraction=0.3): "
             f"{project['storage']}/exports/out/ctr_demo/train holds fingerprint {published}"
         ],
     )

@@ -119,6 +119,7 @@ def run_stage(
             "kind": stage.kind,
             "params": stage.params,
             "key": stage.key,
+            "run_params": stage.run_params,
             "inputs": {
                 role: {
                     "stage": i.stage,

@@ -80,9 +80,20 @@ def published_by_other_run(stage: ResolvedStage, published: str) -> str:
     then = checkpoint.Checkpoint(stage.stage_dir, published).manifest()
     now = stage.checkpoint.manifest()
     where = f"{stage.publish_path} holds fingerprint {published}"
-    if then is None or now is None:
+    if then is None:
         return f"published by another run ({where}; that run's checkpoint is gone)"
-    differences = _param_differences(stage.name, then, now, set())
+    published_with = then.get("run_params")
+    if isinstance(published_with, Mapping) and stage.run_params:
+        # the spec's params as the user set them (-p, the trigger form), where the runs differ
+        differences = [
+            f"{key}={_short(published_with[key])}"
+            for key in sorted(published_with)
+            if published_with[key] != stage.run_params.get(key, published_with[key])
+        ]
+    elif now is not None:  # a checkpoint from before run params were recorded: the rendered stage params
+        differences = _param_differences(stage.name, then, now, set())
+    else:
+        differences = []
     if not differences:
         return f"published by another run ({where})"
     return f"published by another run (params: {', '.join(differences[:MAX_REASONS])}): {where}"

@@ -83,6 +83,8 @@ class ResolvedStage(_Frozen):
     # the first upstream stages not committed yet: the content of what they lead to is part of
     # this key, so until they run this fingerprint is provisional (each task resolves it again)
     pending: list[str] = Field(default_factory=list)
+    # the run's spec params (``force`` left out), kept in the manifest: which run published an export
+    run_params: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -169,6 +171,7 @@ def resolve_pipeline(
     catalog = catalog or load_catalog(home)
     root = resolve_storage_root(spec, home, storage_root)
     check_matrix_params(spec, context)
+    run_params = {k: v for k, v in (context.get("params") or {}).items() if k in spec.params and k != FORCE_PARAM}
     resolved: dict[str, ResolvedStage] = {}
     manifests: dict[str, dict[str, Any] | None] = {}
     for name in spec.stage_order():
@@ -234,5 +237,6 @@ def resolve_pipeline(
             publish_path=checkpoint.export_target(root, kind.publishes(model)) if kind.publishes else None,
             written_name=spec.written_stage(name),
             pending=sorted(pending),
+            run_params=run_params,
         )
     return resolved
