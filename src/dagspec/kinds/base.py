@@ -8,6 +8,7 @@ DAG file imports every kind on each parse to validate the specs.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -203,6 +204,12 @@ def rows_in_partitions(spark: SparkSession, rows: list[tuple[Any, ...]], schema:
     if is_connect(spark):
         return spark.createDataFrame(rows, schema).repartition(partitions)
     return spark.createDataFrame(spark.sparkContext.parallelize(rows, partitions), schema)
+
+
+def suggest(name: str, candidates: Sequence[str]) -> str:
+    """A ' (did you mean ...?)' hint, or ''."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def kind_of(value: object) -> KindDef | None:

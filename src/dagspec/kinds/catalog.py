@@ -14,7 +14,6 @@ what a kind name means.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 import sys
@@ -23,7 +22,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
-from dagspec.kinds.base import KindDef, kind_of
+from dagspec.kinds.base import KindDef, kind_of, suggest
 from dagspec.storage import project_home
 
 ENTRY_POINT_GROUP = "dagspec.kinds"
@@ -103,12 +102,6 @@ class Catalog:
         self.files[definition.name] = source
         for alias in definition.aliases:
             self.aliases[alias] = definition.name
-
-
-def suggest(name: str, candidates: list[str]) -> str:
-    """A ' (did you mean ...?)' hint, or ''."""
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def plugins_dir(home: Path) -> Path:

@@ -23,13 +23,14 @@ tables and views, and reads inside subqueries.
 
 from __future__ import annotations
 
-import difflib
+import functools
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import Field, field_validator
 
-from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind, suggest
 from dagspec.kinds.plan_inputs import ADVICE, checked_sql
 
 QUERY_STARTS = ("select", "with", "from", "values", "table")
@@ -168,14 +169,19 @@ def syntax_error(query: str) -> str | None:
 
 
 def _parse_error(query: str, dialect: str) -> Exception | None:
+    return _parsed(query, dialect)[1]
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(query: str, dialect: str) -> tuple[Any, Exception | None]:
+    """sqlglot's tree of ``query`` (read-only: it is shared), or the error it stopped at."""
     import sqlglot
     from sqlglot.errors import ParseError, TokenError
 
     try:
-        sqlglot.parse_one(query, read=dialect)
+        return sqlglot.parse_one(query, read=dialect), None
     except (ParseError, TokenError) as exc:
-        return exc
-    return None
+        return None, exc
 
 
 def _keyword_quoted(query: str, error: Exception) -> str | None:
@@ -235,13 +241,10 @@ def unknown_views(params: SqlParams, roles: Sequence[str]) -> list[tuple[str, st
     Names are compared as Spark compares them (case-insensitively); a CTE's name is the query's own.
     A query sqlglot cannot parse is left to the syntax check and the job.
     """
-    import sqlglot
     from sqlglot import exp
-    from sqlglot.errors import ParseError, TokenError
 
-    try:
-        tree = sqlglot.parse_one(params.query, read="spark")
-    except (ParseError, TokenError):
+    tree, error = _parsed(params.query, "spark")
+    if error is not None:
         return []
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     known = {role.lower() for role in roles} | ctes
@@ -254,16 +257,11 @@ def unknown_views(params: SqlParams, roles: Sequence[str]) -> list[tuple[str, st
             return [
                 (
                     "query",
-                    f"reads {name!r}, which is none of the stage's inputs ({inputs}){_did_you_mean(name, roles)}; "
+                    f"reads {name!r}, which is none of the stage's inputs ({inputs}){suggest(name, roles)}; "
                     "each input is a view named by its role under inputs:",
                 )
             ]
     return []
-
-
-def _did_you_mean(name: str, roles: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(roles), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 @kind("sql", params=SqlParams, any_inputs=True, check_inputs=unknown_views)
