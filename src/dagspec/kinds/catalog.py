@@ -22,7 +22,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
-from dagspec.kinds.base import KindDef, kind_of, suggest
+from dagspec.kinds.base import KindDef, kind_of
+from dagspec.kinds.base import suggest as suggest
 from dagspec.storage import project_home
 
 ENTRY_POINT_GROUP = "dagspec.kinds"
