@@ -1,10 +1,10 @@
 """The docker compose stack, for real (`make test-stack`, deploy/ci/stack.sh).
 
 One test, in phases that build on each other, each timed and logged as `stack: ...` lines:
-compose up --wait; phase A: ctr_demo, hep_zz_features, topology_classifier and criteo_ctr (two
-small sizes) triggered at once through REST API v2, and the faults injected inside those runs (the
+compose up --wait; phase A: ctr_demo, hep_zz_features, topology_classifier and criteo_ctr (one
+small size) triggered at once through REST API v2, and the faults injected inside those runs (the
 Connect server killed mid-stage, a Spark worker killed during a criteo stage, the scheduler
-restarted during a topology training); Postgres restarted between runs; phase C: four topology
+restarted during a criteo training with a driver of its own); Postgres restarted between runs; phase C: four topology
 runs at once (three params, one twice) and reruns of ctr_demo and hep_zz_features, which must be
 hits. After each phase: stages ran on the cluster (the master's applications), every checkpoint
 is committed (_SUCCESS and manifest.json) on the shared volume, asset events were recorded.
@@ -37,7 +37,7 @@ CRITEO = {"gen_rows": 20000, "gen_days": 2, "test_rows": 2000, "xgb_rounds": 10,
 # criteo's stages that keep a driver of their own on the cluster (SparkXGB, Spark ML fits); the
 # single-node trainings (topology's three, xgb_single) are Connect clients: spark-submit's client
 # mode would start their drivers in the task's container too (src/dagspec/plan/modes.py)
-OWN_DRIVER = tuple(f"{stage}__{size}" for stage in ("xgb_spark", "lr", "rf") for size in (1000, 2000))
+OWN_DRIVER = tuple(f"{stage}__{size}" for stage in ("xgb_spark", "lr", "rf") for size in (2000,))
 SINGLE_NODE = {"topology_classifier": ("hlf_classifier", "gru_classifier", "inclusive_classifier")}
 
 CHECKPOINTS = r"""
