@@ -10,6 +10,7 @@ import pytest
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import StageContext
+from dagspec.kinds.ctr import published as seed
 from dagspec.kinds.ctr.report import ReportParams, report
 
 
@@ -57,6 +58,26 @@ def test_report_writes_the_benchmark_table_and_plots(tmp_path: Path) -> None:
     for png in ("auc.png", "log_loss.png", "train_time.png", "memory.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
     assert ctx.metrics["engines"] == ["lr", "xgb"]
+    # what the plots draw: each engine's points by size, and the published curve on AUC and log loss
+    curves = json.loads((out / "curves.json").read_text())
+    assert curves["ROC AUC"]["xgb"] == [[1000, 0.7], [10000, 0.75]]
+    assert curves["Train time"] == {"lr": [[1000, 2.0]], "xgb": [[1000, 1.0], [10000, 3.0]]}
+    published = curves["ROC AUC"][seed.LABEL]
+    assert published[0] == [10_000, 0.650] and published[-1] == [10_000_000, 0.6965] and len(published) == 7
+    assert curves["Log loss"][seed.LABEL] == [[10_000, 0.1472], [10_000_000, 0.14323]]
+
+
+def test_report_without_the_published_curve(tmp_path: Path) -> None:
+    inputs = {"xgb__1000": _evaluation(tmp_path / "a", 0.70, 0.14, 1.0)}
+    ctx = _ctx(tmp_path)
+    report(inputs, ReportParams(published=False), ctx)
+    curves = json.loads((Path(ctx.output_path("report")) / "curves.json").read_text())
+    assert {column: list(series) for column, series in curves.items()} == {
+        "ROC AUC": ["xgb"],
+        "Log loss": ["xgb"],
+        "Train time": ["xgb"],
+        "Maximum memory": ["xgb"],
+    }
 
 
 def test_report_role_without_a_point_is_refused(tmp_path: Path) -> None:

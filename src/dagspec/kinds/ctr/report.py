@@ -2,7 +2,9 @@
 
 Each input role is one (engine, train size) point: ``params.points[role]``, else a role named
 ``<engine>__<size>`` (``xgb_single__10000``). Writes ``report/metrics.tsv`` with exactly the
-benchmark's columns and one PNG per metric against the train size (log x), one line per engine.
+benchmark's columns, one PNG per metric against the train size (log x), one line per engine, and
+``report/curves.json`` with the plotted points. The ROC AUC and log loss plots also draw the
+published curve the benchmark reproduces (``published``, see ``kinds/ctr/published.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pydantic import Field, field_validator, model_validator
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import FILES, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.ctr import published as seed
 from dagspec.storage import local_path
 
 
@@ -29,6 +32,10 @@ class ReportParams(StageParams):
 
     points: dict[str, tuple[str, int]] = Field(default_factory=dict, description="role -> [engine, train size]")
     engines: list[str] | None = Field(default=None, description="only these engines (default: all)")
+    published: bool = Field(
+        default=True,
+        description="draw the seed benchmark's published XGBoost curve (real Criteo 1TB) on the ROC AUC and log loss plots",
+    )
 
     @field_validator("engines", mode="before")
     @classmethod
@@ -110,35 +117,53 @@ def report(inputs: Inputs, params: ReportParams, ctx: StageContext) -> Outputs:
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-    plot_learning_curves(rows, out)
+    curves = learning_curves(rows, params.published)
+    (out / "curves.json").write_text(json.dumps(curves, indent=1))
+    plot_learning_curves(curves, out)
     ctx.metrics.update({"points": len(rows), "engines": sorted({r["Engine"] for r in rows})})
     return {}
 
 
-def plot_learning_curves(rows: list[dict[str, Any]], out: Path) -> None:
-    """One PNG per metric: metric against train size (log x), one line per engine."""
+def learning_curves(rows: list[dict[str, Any]], published: bool) -> dict[str, dict[str, list[list[float]]]]:
+    """column -> series name -> [[train size, value], ...] sorted by size: what the plots draw."""
+    curves: dict[str, dict[str, list[list[float]]]] = {}
+    for column in PLOTS:
+        series: dict[str, list[list[float]]] = {}
+        for engine in sorted({r["Engine"] for r in rows}):
+            points = sorted(
+                [r["Train size"], r[column]] for r in rows if r["Engine"] == engine and r[column] is not None
+            )
+            if points:
+                series[engine] = points
+        if published and column in seed.CURVES:
+            series[seed.LABEL] = [[size, value] for size, value in sorted(seed.CURVES[column].items())]
+        curves[column] = series
+    return curves
+
+
+def plot_learning_curves(curves: dict[str, dict[str, list[list[float]]]], out: Path) -> None:
+    """One PNG per metric: metric against train size (log x), one line per engine (published: dashed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    engines = sorted({r["Engine"] for r in rows})
     units = {"Train time": " (s)", "Maximum memory": " (MB)"}
     for column, filename in PLOTS.items():
         fig, ax = plt.subplots(figsize=(6, 4))
-        for engine in engines:
-            points = sorted(
-                (r["Train size"], r[column]) for r in rows if r["Engine"] == engine and r[column] is not None
-            )
-            if points:
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=engine)
+        for name, points in curves[column].items():
+            xs, ys = [p[0] for p in points], [p[1] for p in points]
+            if name == seed.LABEL:
+                ax.plot(xs, ys, label=name, linestyle="--", color="0.4", marker="s")
+            else:
+                ax.plot(xs, ys, label=name, marker="o")
         ax.set_xscale("log")
         ax.set_xlabel("Train size (rows)")
         ax.set_ylabel(column + units.get(column, ""))
         ax.set_title(f"{column} vs train size")
         ax.grid(True, which="both", alpha=0.3)
-        if engines:
-            ax.legend()
+        if curves[column]:
+            ax.legend(fontsize="small")
         fig.tight_layout()
         fig.savefig(out / filename, dpi=100)
         plt.close(fig)
