@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, Param, TaskGroup
+from airflow.sdk import DAG, Param, TaskGroup
 
-from dagspec.airflow.operator import DagspecStageOperator
+from dagspec.airflow.operator import DagspecStageOperator, stage_asset
 from dagspec.errors import SpecError
 from dagspec.kinds.catalog import load_catalog
 from dagspec.spec.loader import spec_files
@@ -120,10 +120,7 @@ def compile_pipeline(spec: PipelineSpec, *, home: Path, jobs_dir: Path | None = 
                 num_executors=resources.num_executors,
                 total_executor_cores=resources.total_executor_cores,
                 name=f"dagspec.{spec.dag_id}.{name}",
-                outlets=[
-                    Asset(name=f"{spec.dag_id}.{name}.{output}", uri=f"dagspec://{spec.dag_id}/{name}/{output}")
-                    for output in spec.outputs_of(name)
-                ],
+                outlets=[stage_asset(spec.dag_id, name, output) for output in spec.outputs_of(name)],
                 doc_md=_stage_doc(spec, name),
                 task_group=groups.get(spec.written_stage(name)),
                 **overrides,

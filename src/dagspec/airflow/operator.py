@@ -25,12 +25,14 @@ from typing import Any, NoReturn
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from dagspec import jvm
 from dagspec.airflow.client_process import start_client
 from dagspec.errors import ConnectionMissingError, DagspecError
 from dagspec.kinds.catalog import load_catalog
+from dagspec.plan.events import asset_extra
 from dagspec.plan.failure import StageFailure, clear_record, failure_line, find_failure, read_record, write_record
 from dagspec.plan.modes import (
     CONNECT,
@@ -54,6 +56,11 @@ def template_context(context: Any) -> dict[str, Any]:
     values = {key: context.get(key) for key in RUN_CONTEXT_KEYS if context.get(key) is not None}
     values["params"] = dict(context.get("params") or {})
     return values
+
+
+def stage_asset(dag_id: str, stage: str, output: str) -> Asset:
+    """The Airflow asset of one output of a stage (its task's outlet)."""
+    return Asset(name=f"{dag_id}.{stage}.{output}", uri=f"dagspec://{dag_id}/{stage}/{output}")
 
 
 def spark_submit_binary() -> str:
@@ -91,6 +98,7 @@ class DagspecStageOperator(SparkSubmitOperator):
         self.log.info("%s", status.line(stage))
         if status.done:
             self.log.info("checkpoint hit: %s; nothing to run", stage.checkpoint_dir)
+            self.annotate_events(stage, context)
             return
         connection = self._connection(self._conn_id)
         mode = self.mode_of(stage, connection)
@@ -105,6 +113,15 @@ class DagspecStageOperator(SparkSubmitOperator):
             self.submit(stage, context)
         if not is_hit(stage):
             raise AirflowException(f"the stage returned but {stage.checkpoint_dir} is not a complete checkpoint")
+        self.annotate_events(stage, context)
+
+    def annotate_events(self, stage: ResolvedStage, context: Any) -> None:
+        """Each output's asset event carries the committed manifest's summary (``dagspec.plan.events``)."""
+        manifest = stage.checkpoint.manifest() or {}
+        events = context["outlet_events"]
+        for output in self.spec.outputs_of(self.stage_name):
+            extra = asset_extra(manifest, output, stage.output_path(output))
+            events[stage_asset(self.spec.dag_id, self.stage_name, output)].extra = extra
 
     def mode_of(self, stage: ResolvedStage, connection: Any) -> ExecutionMode:
         """The stage's execution mode under ``connection`` (an Airflow Connection)."""
