@@ -13,6 +13,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, TaskGroup
 
 from dagspec.airflow.operator import DagspecStageOperator, stage_asset
+from dagspec.airflow.schedule import dag_schedule
 from dagspec.errors import SpecError
 from dagspec.kinds.catalog import load_catalog
 from dagspec.spec.loader import spec_files
@@ -84,7 +85,7 @@ def compile_pipeline(spec: PipelineSpec, *, home: Path, jobs_dir: Path | None = 
     dag = DAG(
         dag_id=spec.dag_id,
         description=spec.description,
-        schedule=spec.schedule,
+        schedule=dag_schedule(spec),
         start_date=_as_datetime(spec.start_date),
         catchup=spec.catchup,
         tags=["dagspec", *spec.tags],

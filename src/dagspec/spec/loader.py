@@ -23,6 +23,7 @@ from dagspec.spec.matrix import expand
 from dagspec.spec.models import ParamSpec, PipelineSpec, contains_template, parse_ref
 from dagspec.spec.params import (
     StageParamsError,
+    clean_location,
     describe_error,
     render_stage_params,
     stage_context,
@@ -53,7 +54,7 @@ class _IssueCollector:
 
     def add_pydantic(self, errors: list[Any], prefix: Location, model: type[BaseModel]) -> None:
         for error in errors:
-            loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+            loc = clean_location(error["loc"])
             self.add((*prefix, *loc), describe_error(error, model), at_key=error["type"] in ("extra_forbidden",))
 
 

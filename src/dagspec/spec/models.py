@@ -15,12 +15,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from dagspec.spec.safety import check_conf
+from dagspec.spec.schedule import SCHEDULE_PRESETS, AssetSchedule, Schedule, check_cron
 from dagspec.spec.templates import is_templated
 
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"
 DAG_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 MEMORY_PATTERN = r"^[0-9]+[kKmMgGtT]?$"
-SCHEDULE_PRESETS = {"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"}
 FORCE_PARAM = "force"
 INVALID_SPECS_DAG_ID = "dagspec_invalid_specs"  # the DAG file's stand-in that carries broken specs' errors
 RESERVED_DAG_IDS = frozenset({"exports", INVALID_SPECS_DAG_ID})
@@ -213,7 +213,11 @@ class PipelineSpec(_Model):
         json_schema_extra={"pattern": DAG_ID_PATTERN, "maxLength": MAX_DAG_ID_LENGTH},
     )
     description: str | None = Field(default=None, description="DAG description (shown in the UI)")
-    schedule: str | None = Field(default=None, description="cron expression, preset (@daily, ...) or null")
+    schedule: Schedule | None = Field(
+        default=None,
+        description="cron expression, preset (@daily, ...), null, or {assets: [dag_id.stage.output, ...]} "
+        "to run when other specs' outputs update (see docs/spec.md)",
+    )
     start_date: dt.datetime | dt.date | None = Field(default=None, description="first data interval (UTC)")
     catchup: bool = Field(default=False, description="backfill missed intervals")
     max_active_runs: int = Field(
@@ -304,13 +308,9 @@ class PipelineSpec(_Model):
 
     @field_validator("schedule")
     @classmethod
-    def _schedule_is_cron_or_preset(cls, schedule: str | None) -> str | None:
-        if schedule is None or schedule in SCHEDULE_PRESETS:
-            return schedule
-        from croniter import croniter  # an Airflow dependency, pure Python
-
-        if not croniter.is_valid(schedule):
-            raise ValueError(f"expected a cron expression, one of {sorted(SCHEDULE_PRESETS)} or null, got {schedule!r}")
+    def _schedule_is_cron_or_preset(cls, schedule: str | AssetSchedule | None) -> str | AssetSchedule | None:
+        if isinstance(schedule, str):
+            return check_cron(schedule, allowed=SCHEDULE_PRESETS, also=", null or {assets: [...]}")
         return schedule
 
     @field_validator("dag_id")
@@ -330,8 +330,9 @@ class PipelineSpec(_Model):
 
     @model_validator(mode="after")
     def _scheduled_needs_start_date(self) -> PipelineSpec:
-        if self.schedule not in (None, "@once") and self.start_date is None:
-            raise ValueError("start_date is required when schedule is set")
+        timed = self.schedule.cron if isinstance(self.schedule, AssetSchedule) else self.schedule
+        if timed not in (None, "@once") and self.start_date is None:
+            raise ValueError("start_date is required when schedule is set to a time")
         return self
 
     def stage_order(self) -> list[str]:

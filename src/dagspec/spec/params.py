@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -19,6 +19,7 @@ from dagspec.errors import DagspecError, SpecIssue
 from dagspec.kinds.base import StageParams
 from dagspec.kinds.catalog import suggest
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
+from dagspec.spec.schedule import UNION_TAG_PREFIX
 from dagspec.spec.templates import describe_failure, is_templated, render
 from dagspec.spec.yaml_source import dotted_location
 
@@ -137,7 +138,13 @@ def _as_text_where_text_is_expected(errors: list[ErrorDetails], source: Any, ren
 
 
 def _clean(loc: tuple[Any, ...]) -> ParamLocation:
-    return tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
+    """An error's location without pydantic's validator and union-tag parts (no YAML key)."""
+    return tuple(p for p in loc if not (isinstance(p, str) and p.startswith(("function-", UNION_TAG_PREFIX))))
+
+
+def clean_location(loc: tuple[Any, ...]) -> ParamLocation:
+    """A pydantic error's location as the keys of the YAML file."""
+    return _clean(loc)
 
 
 def _template_above(source: Any, loc: ParamLocation) -> str | None:
@@ -189,13 +196,23 @@ def model_fields_at(model: type[BaseModel], loc: ParamLocation) -> list[str]:
             current = current.__args__[1]
         else:
             return []
-        # unwrap Optional[X] / X | None
-        args = [a for a in getattr(current, "__args__", ()) if a is not type(None)]
-        if getattr(current, "__origin__", None) is not dict and len(args) == 1:
-            current = args[0]
+        current = _the_model_of(current)
     if isinstance(current, type) and issubclass(current, BaseModel):
         return [f.alias or name for name, f in current.model_fields.items() if not f.exclude]
     return []
+
+
+def _the_model_of(annotation: Any) -> Any:
+    """The annotation without Optional and Annotated; of a union, its one model if it has one."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) is dict:
+        return annotation
+    args = [_the_model_of(a) for a in get_args(annotation) if a is not type(None)]
+    models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+    if len(args) == 1:
+        return args[0]
+    return models[0] if len(models) == 1 else annotation
 
 
 def matrix_note(values: Mapping[str, Any]) -> str:

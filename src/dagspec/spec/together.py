@@ -1,4 +1,5 @@
-"""Specs read together (a folder, the files given to ``validate``): each needs its own ``dag_id``.
+"""Specs read together (a folder, the files given to ``validate``): each needs its own ``dag_id``,
+and an asset schedule must name outputs of the others (``dagspec.spec.asset_links``).
 
 Airflow knows a DAG by its id only: of two specs with one ``dag_id`` it would keep one, and a
 run, a trigger or ``dagspec run`` of the other would run the wrong pipeline. So a shared
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from dagspec.errors import SpecError, SpecIssue, SpecValidationError
 from dagspec.kinds.catalog import Catalog
+from dagspec.spec.asset_links import asset_link_issues, scheduled_assets
 from dagspec.spec.loader import spec_from_document
 from dagspec.spec.models import PipelineSpec
 from dagspec.spec.yaml_source import YamlDocument, load_yaml_file
@@ -137,7 +139,29 @@ def load_specs(
             loaded.append(LoadedSpec(path, doc.file, error=SpecValidationError(issues)))
         else:
             loaded.append(LoadedSpec(path, doc.file, spec=spec))
-    return loaded
+    return _with_asset_links(loaded, [p for p in neighbours if p.resolve() not in read], display, catalog)
+
+
+def _with_asset_links(
+    loaded: list[LoadedSpec], neighbours: Sequence[Path], display: Callable[[Path], str], catalog: Catalog | None
+) -> list[LoadedSpec]:
+    """``loaded`` with the specs whose asset schedule names an unknown output or closes a cycle
+    failed (``dagspec.spec.asset_links``); the neighbours count as upstreams."""
+    valid = {item.path: item.spec for item in loaded if item.spec is not None}
+    if not any(scheduled_assets(spec) for spec in valid.values()):
+        return loaded
+    others: list[PipelineSpec] = []
+    invalid = [claim.dag_id for claim in claims_of([i.path for i in loaded if i.spec is None], display)]
+    for path in neighbours:
+        try:
+            others.append(spec_from_document(load_yaml_file(path, display(path)), catalog))
+        except Exception:  # its own errors are reported when it is read itself; its dag_id counts as invalid
+            invalid += [claim.dag_id for claim in claims_of([path], display)]
+    issues = asset_link_issues(valid, others, invalid)
+    return [
+        LoadedSpec(item.path, item.file, error=SpecValidationError(issues[item.path])) if item.path in issues else item
+        for item in loaded
+    ]
 
 
 def crash_error(file: str, exc: BaseException) -> SpecError:

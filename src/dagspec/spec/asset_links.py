@@ -1,0 +1,152 @@
+"""Specs linked through their outputs: ``schedule: {assets: [...]}`` checked against the folder.
+
+A spec alone cannot know whether ``ctr_ingest.features.data`` exists: that is a stage output of
+another spec. So the specs read together (a folder, the DAG file's folder) are checked at once:
+each listed asset must be an output of another of them (else ``file:line:col`` with "did you
+mean"), and specs may not wait for each other in a cycle (none would ever run first; every one
+of them is an error naming them all). A name whose spec is itself invalid is not reported: that
+spec's own errors say what to fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagspec.errors import SpecIssue
+from dagspec.kinds.catalog import suggest
+from dagspec.spec.models import PipelineSpec
+from dagspec.spec.schedule import AssetSchedule
+from dagspec.spec.yaml_source import dotted_location
+
+
+def asset_names(spec: PipelineSpec) -> list[str]:
+    """The assets a spec's tasks emit: ``<dag_id>.<stage>.<output>`` for every stage output."""
+    return [f"{spec.dag_id}.{stage}.{output}" for stage in spec.stages for output in spec.outputs_of(stage)]
+
+
+def scheduled_assets(spec: PipelineSpec) -> list[str]:
+    """The assets a spec's schedule waits for (none for a time or manual schedule)."""
+    return list(spec.schedule.assets) if isinstance(spec.schedule, AssetSchedule) else []
+
+
+@dataclass(frozen=True)
+class _Link:
+    """One listed asset: the spec that lists it, where, and the spec whose output it is."""
+
+    downstream: str
+    upstream: str
+    issue_at: tuple[str, int, int, str]  # file, line, column, location
+
+
+def asset_link_issues(
+    specs: Mapping[Path, PipelineSpec], others: Iterable[PipelineSpec] = (), invalid_dag_ids: Iterable[str] = ()
+) -> dict[Path, list[SpecIssue]]:
+    """The issues of ``specs`` (path -> spec) whose schedule names unknown assets or closes a cycle.
+
+    ``others`` are valid specs that count as upstreams but are not reported on (the rest of a
+    folder); ``invalid_dag_ids`` are the dag_ids of specs that failed to load.
+    """
+    owners: dict[str, str] = {}
+    for spec in [*specs.values(), *others]:
+        owners.update(dict.fromkeys(asset_names(spec), spec.dag_id))
+    invalid = sorted(invalid_dag_ids, key=len, reverse=True)
+    issues: dict[Path, list[SpecIssue]] = {}
+    links: list[_Link] = []
+    for path, spec in specs.items():
+        for index, name in enumerate(scheduled_assets(spec)):
+            location = ("schedule", "assets", index)
+            line, column = spec.position(location)
+            where = (spec.source, line, column, dotted_location(location))
+            owner = owners.get(name)
+            if owner == spec.dag_id:
+                message = f"{name!r} is an output of this spec; a spec cannot be scheduled on its own outputs"
+                issues.setdefault(path, []).append(SpecIssue(*where, message))
+            elif owner is not None:
+                links.append(_Link(spec.dag_id, owner, where))
+            elif not any(name.startswith(f"{dag_id}.") for dag_id in invalid):
+                issues.setdefault(path, []).append(SpecIssue(*where, _unknown(name, owners)))
+    paths = {spec.dag_id: path for path, spec in specs.items()}
+    for cycle in _cycles(links):
+        named = ", ".join(f"{link.downstream} ({_where(link)})" for link in cycle)
+        message = f"specs scheduled on each other's outputs form a cycle, so none would run first: {named}"
+        for link in cycle:
+            if link.downstream in paths:
+                issues.setdefault(paths[link.downstream], []).append(SpecIssue(*link.issue_at, message))
+    return issues
+
+
+def _unknown(name: str, owners: Mapping[str, str]) -> str:
+    dag_id = name.rsplit(".", 2)[0]
+    known = sorted(owners)
+    if dag_id in owners.values():
+        outputs = ", ".join(n for n in known if owners[n] == dag_id)
+        return f"spec {dag_id!r} has no output {name!r}{suggest(name, known)}; its outputs: {outputs}"
+    specs = ", ".join(sorted(set(owners.values()))) or "none"
+    return (
+        f"unknown asset {name!r}{suggest(name, known)}: no spec read with this one has dag_id {dag_id!r} "
+        f"(an asset is '<dag_id>.<stage>.<output>' of another spec of the folder; specs: {specs})"
+    )
+
+
+def _where(link: _Link) -> str:
+    file, line, column, _ = link.issue_at
+    return f"{file}:{line}:{column}"
+
+
+def _cycles(links: Sequence[_Link]) -> list[list[_Link]]:
+    """The cycles of the graph spec -> the specs it waits for: per strongly connected component of
+    two or more specs, one listed asset of each member that points into the component."""
+    graph: dict[str, set[str]] = {}
+    for link in links:
+        graph.setdefault(link.downstream, set()).add(link.upstream)
+        graph.setdefault(link.upstream, set())
+    cycles = []
+    for component in _components(graph):
+        if len(component) < 2:
+            continue
+        members = sorted(component)
+        cycles.append([next(k for k in links if k.downstream == m and k.upstream in component) for m in members])
+    return cycles
+
+
+def _components(graph: Mapping[str, set[str]]) -> list[set[str]]:
+    """Tarjan's strongly connected components, iteratively (a folder may hold many specs)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                found.append(component)
+    return found
