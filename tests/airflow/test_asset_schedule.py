@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from airflow.sdk import DAG, Asset, AssetAll, AssetAny, AssetOrTimeSchedule, CronTriggerTimetable
+from airflow.serialization.serialized_objects import DagSerialization
 
 from dagspec.airflow.compiler import compile_folder
 from dagspec.spec.models import INVALID_SPECS_DAG_ID
@@ -60,6 +61,9 @@ def test_cron_and_assets_is_an_asset_or_time_schedule(tmp_path: Path) -> None:
     assert timetable.asset_condition == Asset(name="ctr_ingest.features.test", uri="dagspec://ctr_ingest/features/test")
     assert isinstance(timetable.timetable, CronTriggerTimetable)
     assert (timetable.timetable.expression, str(timetable.timetable.timezone)) == ("0 6 * * 1", "UTC")
+    # as the dag-processor stores it and the scheduler reads it back
+    stored = DagSerialization.from_dict(DagSerialization.to_dict(dags["weekly"])).timetable
+    assert (stored.summary, stored.asset_condition.name) == ("Asset or 0 6 * * 1", "ctr_ingest.features.test")
 
 
 def test_an_unknown_asset_is_an_import_error_of_the_dag_file_and_the_others_still_load(tmp_path: Path) -> None:
