@@ -17,8 +17,9 @@ Only per-(label, prediction) counts and per-partition summaries reach the driver
 
 from __future__ import annotations
 
-import math
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -27,9 +28,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, NumericType
 
 from dagspec.errors import StageFailedError
+from dagspec.kinds.scoring.intervals import AucVariance, PlacementSums, chain, chunk_sums, delong
 from dagspec.kinds.scoring.models import PROBABILITY
 
-_PARTIAL_SCHEMA = "k int, start double, total boolean, pos double, neg double, auc_sum double, score double"
+_PARTIAL_SCHEMA = (
+    "k int, start double, total boolean, pos double, neg double, auc_sum double, score double,"
+    " pos_l2 double, neg_q double, neg_q2 double"
+)
 
 
 NULL_LABEL = -2
@@ -115,6 +120,19 @@ def counts_metrics(
     }
 
 
+@dataclass
+class RocPass:
+    """The rank-aggregation pass over one model's scores, per class index ``k``."""
+
+    aucs: dict[str, float | None]  # by class value, as in metrics.json
+    curves: dict[str, dict[str, list[float]]]
+    variances: dict[str, AucVariance]  # DeLong's
+    distinct: DataFrame  # (k, score, pos, neg): range-partitioned, sorted within partitions
+    pairs: DataFrame  # the (k, score, pos) pairs ``distinct`` aggregates, with the kept columns
+    before: dict[tuple[int, float], PlacementSums]  # (k, first score of a partition) -> the sums below it
+    totals: dict[int, tuple[float, float]]  # k -> (positives, negatives)
+
+
 def roc_curves(
     spark: SparkSession,
     scored: DataFrame,
@@ -122,22 +140,42 @@ def roc_curves(
     class_totals: Mapping[int, tuple[float, float]],
     curve_points: int,
 ) -> tuple[dict[str, float | None], dict[str, dict[str, list[float]]]]:
-    """Exact one-vs-rest ROC AUC and about ``curve_points`` ROC points of each class in ``class_totals``.
+    """Exact one-vs-rest ROC AUC and about ``curve_points`` ROC points of each class (see ``roc_pass``)."""
+    result = roc_pass(spark, scored, classes, class_totals, curve_points)
+    return result.aucs, result.curves
+
+
+def roc_pass(
+    spark: SparkSession,
+    scored: DataFrame,
+    classes: Sequence[int],
+    class_totals: Mapping[int, tuple[float, float]],
+    curve_points: int,
+    keep: Sequence[str] = (),
+) -> RocPass:
+    """Exact one-vs-rest ROC AUC, DeLong's variance and ROC points of each class in ``class_totals``.
 
     ``scored``: ``label_idx`` (int) and ``probability`` (array<double>); ``class_totals``: class
     index -> (positives, negatives), from ``counts_metrics``. Binary evaluation passes only the
-    positive class: the other curve is its mirror image.
+    positive class: the other curve is its mirror image. ``keep``: columns of ``scored`` kept in
+    ``pairs`` (a row key, for the per-row placements of the paired tests).
     """
     if len(class_totals) == 1:
         (only,) = class_totals
         pairs = scored.select(
-            F.lit(only).alias("k"),
+            *keep,
+            # not a literal: the optimizer would fold it into the aggregation's key, which then no
+            # longer matches the range partitioning and gets a hash shuffle of its own
+            (F.col("label_idx") * 0 + only).cast("int").alias("k"),
             F.element_at(PROBABILITY, only + 1).alias("score"),
             (F.col("label_idx") == only).cast("double").alias("pos"),
         )
     else:
-        pairs = scored.select(F.posexplode(PROBABILITY).alias("k", "score"), "label_idx").select(
-            F.col("k").cast("int").alias("k"), "score", (F.col("label_idx") == F.col("k")).cast("double").alias("pos")
+        pairs = scored.select(*keep, F.posexplode(PROBABILITY).alias("k", "score"), "label_idx").select(
+            *keep,
+            F.col("k").cast("int").alias("k"),
+            "score",
+            (F.col("label_idx") == F.col("k")).cast("double").alias("pos"),
         )
     # a point every `step` rows of a class inside each partition: about curve_points per class
     steps = {k: max(1.0, (pos + neg) / curve_points) for k, (pos, neg) in class_totals.items()}
@@ -150,40 +188,48 @@ def roc_curves(
         .agg(F.sum("pos").alias("pos"), F.sum(1.0 - F.col("pos")).alias("neg"))
         .sortWithinPartitions("k", "score")
     )
+    if keep:  # the placements pass reads the same partitions again (the caller unpersists)
+        distinct = distinct.persist()
     partials = distinct.mapInPandas(lambda batches: _partition_partials(batches, steps), _PARTIAL_SCHEMA).collect()
-    aucs: dict[str, float | None] = {}
-    curves: dict[str, dict[str, list[float]]] = {}
+    result = RocPass({}, {}, {}, distinct, pairs, {}, dict(class_totals))
     for k, (total_pos, total_neg) in sorted(class_totals.items()):
         mine = [r for r in partials if r["k"] == k]
-        auc, curve = _combine(mine, total_pos, total_neg)
-        aucs[str(classes[k])] = auc
-        curves[str(classes[k])] = curve
-    return aucs, curves
+        key = str(classes[k])
+        result.aucs[key], result.curves[key], result.variances[key] = _combine(mine, total_pos, total_neg)
+        below = PlacementSums()
+        for total in sorted((r for r in mine if r["total"]), key=lambda r: r["start"]):
+            result.before[(k, total["start"])] = below
+            below = below.then(_sums(total))
+    return result
+
+
+def _sums(total: Any) -> PlacementSums:
+    return PlacementSums(
+        pos=total["pos"],
+        neg=total["neg"],
+        pos_l=total["auc_sum"],
+        pos_l2=total["pos_l2"],
+        neg_q=total["neg_q"],
+        neg_q2=total["neg_q2"],
+    )
 
 
 def _partition_partials(batches: Iterator[pd.DataFrame], steps: Mapping[int, float]) -> Iterator[pd.DataFrame]:
-    """Per class in this partition: totals and the AUC partial sum (one row), and curve points."""
+    """Per class in this partition: totals and DeLong's placement sums (one row), and curve points."""
     import numpy as np
 
-    state: dict[int, dict[str, float]] = {}
+    state: dict[int, dict[str, Any]] = {}
     for batch in batches:
         for k, group in batch.groupby("k", sort=False):
             s = state.setdefault(
                 int(k),
-                {
-                    "start": float(group["score"].iloc[0]),
-                    "pos": 0.0,
-                    "neg": 0.0,
-                    "auc_sum": 0.0,
-                    "next_point": steps[int(k)],
-                },
+                {"start": float(group["score"].iloc[0]), "sums": PlacementSums(), "next_point": steps[int(k)]},
             )
             pos = group["pos"].to_numpy(dtype=np.float64)
             neg = group["neg"].to_numpy(dtype=np.float64)
-            neg_below = s["neg"] + np.cumsum(neg) - neg
-            s["auc_sum"] += float(np.dot(pos, neg_below + 0.5 * neg))
-            cum_pos = s["pos"] + np.cumsum(pos)
-            cum_neg = s["neg"] + np.cumsum(neg)
+            before: PlacementSums = s["sums"]
+            cum_pos = before.pos + np.cumsum(pos)
+            cum_neg = before.neg + np.cumsum(neg)
             seen = cum_pos + cum_neg
             # the first distinct score at or past each multiple of the step becomes a curve point
             marks = np.arange(s["next_point"], seen[-1] + 1e-9, steps[int(k)])
@@ -199,39 +245,51 @@ def _partition_partials(batches: Iterator[pd.DataFrame], steps: Mapping[int, flo
                         "neg": cum_neg[at],
                         "auc_sum": 0.0,
                         "score": group["score"].to_numpy()[at],
+                        "pos_l2": 0.0,
+                        "neg_q": 0.0,
+                        "neg_q2": 0.0,
                     }
                 )
-            s["pos"], s["neg"] = float(cum_pos[-1]), float(cum_neg[-1])
+            s["sums"] = before.then(chunk_sums(pos, neg))
+            s["end"] = float(group["score"].iloc[-1])
     for k, s in state.items():
+        sums: PlacementSums = s["sums"]
         yield pd.DataFrame(
             {
                 "k": [k],
                 "start": [s["start"]],
                 "total": [True],
-                "pos": [s["pos"]],
-                "neg": [s["neg"]],
-                "auc_sum": [s["auc_sum"]],
-                "score": [math.nan],
+                "pos": [sums.pos],
+                "neg": [sums.neg],
+                "auc_sum": [sums.pos_l],
+                "score": [s["end"]],  # the partition's last score of the class
+                "pos_l2": [sums.pos_l2],
+                "neg_q": [sums.neg_q],
+                "neg_q2": [sums.neg_q2],
             }
         )
 
 
 def _combine(
     partials: Sequence[Any], total_pos: float, total_neg: float
-) -> tuple[float | None, dict[str, list[float]]]:
-    """Chain the partitions of one class in score order: the AUC and the ROC curve (fpr, tpr)."""
+) -> tuple[float | None, dict[str, list[float]], AucVariance]:
+    """Chain the partitions of one class in score order: the AUC, the ROC curve (fpr, tpr), the variance."""
     points: list[tuple[float, float]] = []
-    auc_sum = pos_before = neg_before = 0.0
-    for total in sorted((r for r in partials if r["total"]), key=lambda r: r["start"]):
-        auc_sum += total["auc_sum"] + total["pos"] * neg_before
+    pos_before = neg_before = 0.0
+    totals = sorted((r for r in partials if r["total"]), key=lambda r: r["start"])
+    if any(a["score"] >= b["start"] for a, b in itertools.pairwise(totals)):
+        # ties split across partitions would be counted wrong: never let that pass silently
+        raise StageFailedError("internal: the ROC pass's partitions are not disjoint score ranges")
+    for total in totals:
         for r in partials:
             if not r["total"] and r["start"] == total["start"]:
                 points.append((pos_before + r["pos"], neg_before + r["neg"]))
         pos_before += total["pos"]
         neg_before += total["neg"]
+    variance = delong(chain(_sums(t) for t in totals))
     if total_pos == 0 or total_neg == 0:
-        return None, {"fpr": [0.0, 1.0], "tpr": [0.0, 1.0]}
+        return None, {"fpr": [0.0, 1.0], "tpr": [0.0, 1.0]}, variance
     # a point (pos, neg seen at or below a score) is the threshold just above it: the rest is positive
     roc = {(1.0 - neg / total_neg, 1.0 - pos / total_pos) for pos, neg in points} | {(0.0, 0.0), (1.0, 1.0)}
     fpr, tpr = zip(*sorted(roc), strict=True)
-    return auc_sum / (total_pos * total_neg), {"fpr": list(fpr), "tpr": list(tpr)}
+    return variance.auc, {"fpr": list(fpr), "tpr": list(tpr)}, variance
