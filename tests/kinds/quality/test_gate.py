@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.quality.gate import GateParams, judge, metric_values
+from dagspec.kinds.quality.gate import GateParams, judge, metric_intervals, metric_values
 from tests.helpers import load_and_run, manifest, write_spec
 
 pytestmark = pytest.mark.spark
@@ -125,5 +125,80 @@ def test_per_class_bounds_of_a_multiclass_report() -> None:
     assert judge(values, {}, params) == ["roc_auc_per_class[W+jets]: 0.6700 < min 0.7"]
     only = GateParams.model_validate({"metric": "roc_auc_per_class", "min": 0.7, "classes": ["tt", "0"]})
     assert judge(metric_values(report, only), {}, only) == []
-    with pytest.raises(ValueError, match="a gate needs min, max or max_regression"):
+    with pytest.raises(ValueError, match="a gate needs min, max, max_regression or better_than_baseline"):
         GateParams.model_validate({"metric": "roc_auc"})
+
+
+def test_a_gate_on_the_lower_bound_refuses_a_model_whose_value_passes() -> None:
+    report = {"classes": [0, 1], "roc_auc": 0.83, "roc_auc_ci": [0.80, 0.86], "roc_auc_per_class": {"1": 0.83}}
+    on_value = GateParams.model_validate({"metric": "roc_auc", "min": 0.82})
+    on_low = GateParams.model_validate({"metric": "roc_auc", "min": 0.82, "bound": "low"})
+    values = metric_values(report, on_low)
+    assert judge(values, {}, on_value, metric_intervals(report, on_value)) == []
+    assert judge(values, {}, on_low, metric_intervals(report, on_low)) == [
+        "roc_auc: low 0.8000 of 0.8300 [0.8000, 0.8600] < min 0.82"
+    ]
+    # a report without intervals cannot pass a gate on a bound
+    bare = {"classes": [0, 1], "roc_auc": 0.83}
+    assert judge(metric_values(bare, on_low), {}, on_low, metric_intervals(bare, on_low)) == [
+        "roc_auc: the report has no confidence interval (evaluated without intervals, or fewer than 2 rows of a class)"
+    ]
+    with pytest.raises(ValueError, match="bound: low needs a metric with intervals"):
+        GateParams.model_validate({"metric": "recall_per_class", "min": 0.5, "bound": "low"})
+    with pytest.raises(ValueError, match="better_than_baseline tests the ROC AUC"):
+        GateParams.model_validate({"metric": "accuracy", "better_than_baseline": True})
+
+
+def test_gates_on_the_interval_and_the_paired_test(spark, home, tmp_path: Path, data: dict[str, Path]) -> None:
+    stages = (
+        STAGES.format(**data)
+        + """
+  keyed_model: {kind: evaluate, inputs: {model: model, data: test_rows}, params: {key_col: id}}
+  keyed_weak: {kind: evaluate, inputs: {model: weak, data: test_rows}, params: {key_col: id}}
+"""
+    )
+    passing = (
+        stages
+        + """
+  better: {kind: gate, inputs: {report: keyed_model, baseline: keyed_weak}, params: {better_than_baseline: true}}
+"""
+    )
+    plan = load_and_run(spark, write_spec(tmp_path / "p", passing))
+    report = manifest(plan["keyed_model"])["metrics"]
+    auc, (low, high) = report["roc_auc"], report["roc_auc_ci"]
+    assert low < auc < high and report["intervals"]["level"] == 0.95
+    test = manifest(plan["better"])["metrics"]["paired_tests"]["roc_auc"]
+    assert test["significant"] and test["difference"] > 0.1 and test["p_value"] < 1e-6
+
+    # the point estimate passes min, the interval's lower end does not
+    threshold = round((low + auc) / 2, 4)
+    on_value = stages + f"  on_value: {{kind: gate, inputs: {{report: keyed_model}}, params: {{min: {threshold}}}}}\n"
+    assert manifest(load_and_run(spark, write_spec(tmp_path / "v", on_value))["on_value"])["metrics"]["passed"]
+    on_low = (
+        stages
+        + f"  on_low: {{kind: gate, inputs: {{report: keyed_model}}, params: {{min: {threshold}, bound: low}}}}\n"
+    )
+    with pytest.raises(StageFailedError) as failed:
+        load_and_run(spark, write_spec(tmp_path / "q", on_low))
+    assert str(failed.value) == (
+        f"gate: the model of 'model' does not pass:\n  roc_auc: low {low:.4f} of {auc:.4f} [{low:.4f}, {high:.4f}] "
+        f"< min {threshold}"
+    )
+
+    worse = (
+        stages
+        + """
+  worse: {kind: gate, inputs: {report: keyed_weak, baseline: keyed_model}, params: {better_than_baseline: true}}
+"""
+    )
+    with pytest.raises(StageFailedError, match=r"roc_auc: 0\.\d{4} is not significantly better than the baseline's"):
+        load_and_run(spark, write_spec(tmp_path / "r", worse))
+    # a baseline evaluated without key_col has no per-row placements to pair
+    unpaired = (
+        stages
+        + """
+  unpaired: {kind: gate, inputs: {report: keyed_model, baseline: eval_weak}, params: {better_than_baseline: true}}
+"""
+    )
+    with pytest.raises(StageFailedError, match="has no per-row placements: set key_col on its evaluate stage"):
+        load_and_run(spark, write_spec(tmp_path / "s", unpaired))

@@ -5,7 +5,9 @@ in production) and ``model`` (the model the report evaluates). The gate reads ``
 and compares one metric (the overall ``roc_auc``, ``accuracy`` or ``log_loss``, or every class's
 ``roc_auc_per_class``, ``precision_per_class``, ``recall_per_class``) with ``min`` / ``max`` and,
 against the baseline, ``max_regression`` (how much worse it may be; lower is better for
-``log_loss``). A model that does not pass fails the stage with the numbers, so nothing downstream
+``log_loss``). ``bound: low`` (or ``high``) compares ``min`` / ``max`` with an end of the metric's
+confidence interval instead of its value, and ``better_than_baseline`` asks a paired DeLong test
+whether the ROC AUC beats the baseline's significantly. A model that does not pass fails the stage with the numbers, so nothing downstream
 runs. The files output ``model`` holds ``gate.json`` (the verdict and the numbers) and, when the
 ``model`` input is wired, a copy of the model: stages after the gate (``predict``, exports) read the
 model from the gate and so run only for a model that passed (TFX's "blessing").
@@ -30,6 +32,7 @@ REPORT_METRICS = "metrics.json"  # what evaluate writes
 PER_CLASS = {"roc_auc_per_class": "roc_auc", "precision_per_class": "precision", "recall_per_class": "recall"}
 LOWER_IS_BETTER = ("log_loss",)
 Metric = Literal["roc_auc", "accuracy", "log_loss", "roc_auc_per_class", "precision_per_class", "recall_per_class"]
+WITH_INTERVALS = ("roc_auc", "accuracy", "log_loss", "roc_auc_per_class")
 
 
 class GateParams(StageParams):
@@ -44,13 +47,29 @@ class GateParams(StageParams):
     classes: list[str] | None = Field(
         default=None, min_length=1, description="*_per_class: only these classes (values or names); default all"
     )
+    bound: Literal["value", "low", "high"] = Field(
+        default="value",
+        description="what min and max compare: the metric's value, or the low or high end of its confidence"
+        " interval (evaluate's confidence_level)",
+    )
+    better_than_baseline: bool = Field(
+        default=False,
+        description="roc_auc / roc_auc_per_class: higher than the baseline's by a paired DeLong test significant at"
+        " the report's confidence level (both evaluate stages need key_col, on the same rows)",
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> GateParams:
-        if self.min is None and self.max is None and self.max_regression is None:
-            raise ValueError("a gate needs min, max or max_regression")
+        if self.min is None and self.max is None and self.max_regression is None and not self.better_than_baseline:
+            raise ValueError("a gate needs min, max, max_regression or better_than_baseline")
         if self.classes is not None and self.metric not in PER_CLASS:
             raise ValueError(f"classes applies to the per-class metrics ({', '.join(PER_CLASS)})")
+        if self.bound != "value" and self.metric not in WITH_INTERVALS:
+            raise ValueError(f"bound: {self.bound} needs a metric with intervals ({', '.join(WITH_INTERVALS)})")
+        if self.bound != "value" and self.min is None and self.max is None:
+            raise ValueError(f"bound: {self.bound} applies to min and max; set one of them")
+        if self.better_than_baseline and self.metric not in ("roc_auc", "roc_auc_per_class"):
+            raise ValueError("better_than_baseline tests the ROC AUC: metric roc_auc or roc_auc_per_class")
         return self
 
 
@@ -69,10 +88,16 @@ def gate(inputs: Inputs, params: GateParams, ctx: StageContext) -> Outputs:
     report = read_report(str(inputs["report"]), ctx.input_stage("report"))
     baseline_dir = inputs.get("baseline")
     baseline = read_report(str(baseline_dir), ctx.input_stage("baseline")) if baseline_dir is not None else None
-    if params.max_regression is not None and baseline is None:
-        raise StageFailedError("gate: max_regression needs the baseline input (another evaluate report)")
-    if baseline is not None and params.max_regression is None:
-        raise StageFailedError("gate: a baseline input is wired but max_regression is not set")
+    for needs, name in (
+        (params.max_regression is not None, "max_regression"),
+        (params.better_than_baseline, "better_than_baseline"),
+    ):
+        if needs and baseline is None:
+            raise StageFailedError(f"gate: {name} needs the baseline input (another evaluate report)")
+    if baseline is not None and params.max_regression is None and not params.better_than_baseline:
+        raise StageFailedError(
+            "gate: a baseline input is wired but neither max_regression nor better_than_baseline is set"
+        )
     model_dir, model_stage = inputs.get("model"), ctx.input_stage("model")
     if model_dir is not None and report.get("model") not in (None, model_stage):
         raise StageFailedError(
@@ -80,7 +105,12 @@ def gate(inputs: Inputs, params: GateParams, ctx: StageContext) -> Outputs:
         )
     values = metric_values(report, params)
     base_values = metric_values(baseline, params) if baseline is not None else {}
-    failures = judge(values, base_values, params)
+    intervals = metric_intervals(report, params)
+    failures = judge(values, base_values, params, intervals)
+    paired: dict[str, Any] = {}
+    if params.better_than_baseline and baseline is not None:
+        paired = paired_verdicts(ctx, report, baseline, (str(inputs["report"]), str(baseline_dir)), params)
+        failures += not_better(values, base_values, paired)
     verdict = {
         "passed": not failures,
         "metric": params.metric,
@@ -89,6 +119,10 @@ def gate(inputs: Inputs, params: GateParams, ctx: StageContext) -> Outputs:
         "min": params.min,
         "max": params.max,
         "max_regression": params.max_regression,
+        "bound": params.bound,
+        "intervals": intervals,
+        "better_than_baseline": params.better_than_baseline,
+        "paired_tests": paired or None,
         "report": ctx.input_stage("report"),
         "baseline": ctx.input_stage("baseline"),
         "model": report.get("model"),
@@ -121,23 +155,50 @@ def metric_values(report: dict[str, Any], params: GateParams) -> dict[str, float
     if params.metric not in PER_CLASS:
         return {params.metric: _number(report.get(params.metric))}
     names = {str(k): str(v) for k, v in (report.get("class_names") or {}).items()}
-    classes = [str(c) for c in report.get("classes") or []]
     if params.metric == "roc_auc_per_class":
         per_class = {str(k): v for k, v in (report.get("roc_auc_per_class") or {}).items()}
     else:
         key = PER_CLASS[params.metric]
         per_class = {str(k): (v or {}).get(key) for k, v in (report.get("per_class") or {}).items()}
-    if params.classes is None:  # every class the report has a value for (binary ROC: the positive one)
-        wanted = [c for c in classes if c in per_class]
+    return {f"{params.metric}[{names.get(c, c)}]": _number(per_class[c]) for c in wanted_classes(report, params)}
+
+
+def wanted_classes(report: dict[str, Any], params: GateParams) -> list[str]:
+    """The class values a per-class gate checks (every class the report has a value for, by default)."""
+    names = {str(k): str(v) for k, v in (report.get("class_names") or {}).items()}
+    classes = [str(c) for c in report.get("classes") or []]
+    if params.metric == "roc_auc_per_class":
+        have = {str(k) for k in report.get("roc_auc_per_class") or {}}
+    else:
+        have = {str(k) for k in report.get("per_class") or {}}
+    if params.classes is None:  # binary ROC: the positive class only
+        wanted = [c for c in classes if c in have]
     else:
         wanted = [_class_value(c, names, classes) for c in params.classes]
-    missing = [c for c in wanted if c not in per_class]
+    missing = [c for c in wanted if c not in have]
     if missing:
         raise StageFailedError(
-            f"gate: the report has no {params.metric} for classes {missing} (it has {sorted(per_class)}; "
+            f"gate: the report has no {params.metric} for classes {missing} (it has {sorted(have)}; "
             "binary reports give roc_auc_per_class for the positive class only)"
         )
-    return {f"{params.metric}[{names.get(c, c)}]": _number(per_class[c]) for c in wanted}
+    return wanted
+
+
+def metric_intervals(report: dict[str, Any], params: GateParams) -> dict[str, list[float] | None]:
+    """The confidence intervals of the gated values, by the names ``metric_values`` gives them."""
+    if params.metric not in WITH_INTERVALS:
+        return {}
+    if params.metric not in PER_CLASS:
+        return {params.metric: _interval(report.get(f"{params.metric}_ci"))}
+    names = {str(k): str(v) for k, v in (report.get("class_names") or {}).items()}
+    per_class = {str(k): v for k, v in (report.get("roc_auc_per_class_ci") or {}).items()}
+    return {f"{params.metric}[{names.get(c, c)}]": _interval(per_class.get(c)) for c in wanted_classes(report, params)}
+
+
+def _interval(value: Any) -> list[float] | None:
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
+        return [float(value[0]), float(value[1])]
+    return None
 
 
 def _class_value(wanted: str, names: dict[str, str], classes: list[str]) -> str:
@@ -153,18 +214,34 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not math.isnan(value) else None
 
 
-def judge(values: dict[str, float | None], base: dict[str, float | None], params: GateParams) -> list[str]:
-    """One line per bound not met, with the numbers."""
+def judge(
+    values: dict[str, float | None],
+    base: dict[str, float | None],
+    params: GateParams,
+    intervals: dict[str, list[float] | None] | None = None,
+) -> list[str]:
+    """One line per bound not met, with the numbers (``intervals``: for ``bound: low`` or ``high``)."""
     failures = []
     lower_better = params.metric in LOWER_IS_BETTER
     for name, value in values.items():
         if value is None:
             failures.append(f"{name}: undefined in the report (a class without positives or negatives?)")
             continue
-        if params.min is not None and value < params.min:
-            failures.append(f"{name}: {value:.4f} < min {params.min}")
-        if params.max is not None and value > params.max:
-            failures.append(f"{name}: {value:.4f} > max {params.max}")
+        checked, what = value, f"{value:.4f}"
+        if params.bound != "value":
+            interval = (intervals or {}).get(name)
+            if interval is None:
+                failures.append(
+                    f"{name}: the report has no confidence interval (evaluated without intervals, or fewer than"
+                    " 2 rows of a class)"
+                )
+                continue
+            checked = interval[0] if params.bound == "low" else interval[1]
+            what = f"{params.bound} {checked:.4f} of {value:.4f} [{interval[0]:.4f}, {interval[1]:.4f}]"
+        if params.min is not None and checked < params.min:
+            failures.append(f"{name}: {what} < min {params.min}")
+        if params.max is not None and checked > params.max:
+            failures.append(f"{name}: {what} > max {params.max}")
         if params.max_regression is not None:
             reference = base.get(name)
             if reference is None:
@@ -178,4 +255,47 @@ def judge(values: dict[str, float | None], base: dict[str, float | None], params
                     f"{name}: {value:.4f} {relation} baseline {reference:.4f} {sign} max_regression "
                     f"{params.max_regression} = {limit:.4f}"
                 )
+    return failures
+
+
+def paired_verdicts(
+    ctx: StageContext, report: dict[str, Any], baseline: dict[str, Any], folders: tuple[str, str], params: GateParams
+) -> dict[str, Any]:
+    """Paired DeLong tests of the report against the baseline, by gated value name."""
+    from dagspec.kinds.scoring.placements import paired_tests
+
+    level = float((report.get("intervals") or {}).get("level") or 0.95)
+    try:
+        by_class = paired_tests(ctx.spark, (report, folders[0]), (baseline, folders[1]), level)
+    except StageFailedError as exc:
+        raise StageFailedError(f"gate: better_than_baseline: {exc}") from exc
+    names = {str(k): str(v) for k, v in (report.get("class_names") or {}).items()}
+    if params.metric == "roc_auc":
+        classes = [str(c) for c in report.get("classes") or []]
+        if len(classes) != 2:
+            raise StageFailedError(
+                "gate: better_than_baseline on a multiclass report tests each class: use metric roc_auc_per_class"
+            )
+        return {"roc_auc": {**by_class[classes[1]], "level": level}}
+    return {
+        f"roc_auc_per_class[{names.get(c, c)}]": {**by_class[c], "level": level} for c in wanted_classes(report, params)
+    }
+
+
+def not_better(values: dict[str, float | None], base: dict[str, float | None], paired: dict[str, Any]) -> list[str]:
+    """One line per value that does not beat the baseline significantly."""
+    failures = []
+    for name, test in paired.items():
+        if test["significant"] and test["difference"] > 0:
+            continue
+        value, reference = values.get(name), base.get(name)
+        if test["difference"] is None or value is None or reference is None:
+            failures.append(f"{name}: no paired test (fewer than 2 rows of a class?)")
+            continue
+        low, high = test["difference_ci"] or [math.nan, math.nan]
+        failures.append(
+            f"{name}: {value:.4f} is not significantly better than the baseline's {reference:.4f} (paired DeLong: "
+            f"difference {test['difference']:+.4f} [{low:+.4f}, {high:+.4f}], p = {test['p_value']:.3g}, "
+            f"level {test['level']})"
+        )
     return failures

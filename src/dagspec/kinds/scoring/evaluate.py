@@ -34,6 +34,17 @@ class EvaluateParams(ScoringParams):
     )
     clip_eps: float = Field(default=1e-15, gt=0, lt=0.5, description="log loss clips p to [eps, 1 - eps]")
     curve_points: int = Field(default=1000, ge=10, le=100_000, description="ROC points kept per class")
+    confidence_level: float = Field(default=0.95, gt=0.5, lt=1, description="of every interval (and paired test)")
+    bootstrap_replicates: int = Field(
+        default=200, ge=0, le=10_000, description="Poisson bootstrap replicates for accuracy and log loss; 0: none"
+    )
+    seed: int = Field(default=42, description="the bootstrap's weights")
+    key_col: str | None = Field(
+        default=None,
+        min_length=1,
+        description="a unique row key: evaluate then writes per-row DeLong placements, for compare's and"
+        " gate's paired tests against another model evaluated on the same rows",
+    )
 
 
 @kind("evaluate", params=EvaluateParams, inputs=MODEL_AND_DATA, outputs={"report": FILES}, reuse_workers=True)
@@ -46,8 +57,10 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outpu
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from dagspec.kinds.scoring.metrics import counts_metrics, label_index, roc_curves
+    from dagspec.kinds.scoring.bootstrap import bootstrap_intervals
+    from dagspec.kinds.scoring.metrics import counts_metrics, label_index, roc_pass
     from dagspec.kinds.scoring.models import PREDICTION, PROBABILITY, read_model_meta, transform_with_model
+    from dagspec.kinds.scoring.placements import PLACEMENTS_DIR, write_placements
     from dagspec.kinds.scoring.plots import plot_roc_panels
 
     model_dir, df = inputs["model"], inputs["data"]
@@ -55,17 +68,26 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outpu
     meta = read_model_meta(model_dir)
     classes = [int(c) for c in meta["classes"]]
     label_col = params.label_col or meta.get("label_col") or "label"
-    if label_col not in df.columns:
-        raise StageFailedError(f"label column {label_col!r} is not in the data; columns: {', '.join(df.columns)}")
+    for role, column in (("label column", label_col), ("key_col", params.key_col)):
+        if column is not None and column not in df.columns:
+            raise StageFailedError(f"{role} {column!r} is not in the data; columns: {', '.join(df.columns)}")
+    keep = [params.key_col] if params.key_col else []
     predictions = transform_with_model(
-        ctx.spark, model_dir, df, [label_col], batch_size=params.batch_size, min_rows_per_task=params.min_rows_per_task
+        ctx.spark,
+        model_dir,
+        df,
+        [label_col, *keep],
+        batch_size=params.batch_size,
+        min_rows_per_task=params.min_rows_per_task,
     )
     scored = predictions.select(
+        *keep,
         label_index(df.schema[label_col].dataType, F.col(label_col), classes).alias("label_idx"),
         F.col(PROBABILITY),
         (F.array_position(F.array(*[F.lit(c) for c in classes]), F.col(PREDICTION)) - 1).cast("int").alias("pred_idx"),
     )
-    # the model runs once: both passes read the persisted predictions
+    level = params.confidence_level
+    # the model runs once: every pass reads the persisted predictions
     scored = scored.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         metrics = counts_metrics(scored, classes, params.clip_eps, label_col)
@@ -74,10 +96,21 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outpu
         totals = {k: (float(n), float(metrics["rows"] - n)) for k, n in enumerate(support)}
         if positive_only:
             totals = {1: totals[1]}
-        aucs, curves = roc_curves(ctx.spark, scored, classes, totals, params.curve_points)
+        roc = roc_pass(ctx.spark, scored, classes, totals, params.curve_points, keep=keep)
+        try:
+            if params.key_col:
+                write_placements(roc, params.key_col, f"{ctx.output_path('report')}/{PLACEMENTS_DIR}")
+        finally:
+            if keep:
+                roc.distinct.unpersist()
+        bootstrapped = (
+            bootstrap_intervals(scored, params.clip_eps, params.bootstrap_replicates, params.seed, level)
+            if params.bootstrap_replicates
+            else {"accuracy_ci": None, "log_loss_ci": None}
+        )
     finally:
         scored.unpersist()
-    finite = [a for a in aucs.values() if a is not None]
+    aucs, curves = roc.aucs, roc.curves
     metrics = {
         "model": ctx.input_stage("model"),
         "flavor": meta["flavor"],
@@ -85,8 +118,17 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outpu
         "classes": classes,
         "class_names": _class_names(meta, classes),
         **metrics,
-        "roc_auc": (aucs[str(classes[1])] if positive_only else (sum(finite) / len(finite) if finite else None)),
-        "roc_auc_per_class": aucs,
+        **auc_intervals(roc.aucs, roc.variances, classes, level),
+        **bootstrapped,
+        "intervals": {
+            "level": level,
+            "roc_auc": "delong" if positive_only else "delong, conservative for the macro mean",
+            "accuracy": "poisson bootstrap percentiles" if params.bootstrap_replicates else None,
+            "log_loss": "poisson bootstrap percentiles" if params.bootstrap_replicates else None,
+            "bootstrap_replicates": params.bootstrap_replicates,
+            "seed": params.seed,
+        },
+        "placements": PLACEMENTS_DIR if params.key_col else None,
         **{key: meta.get(key) for key in TRAINING_STATS},
         "clip_eps": params.clip_eps,
     }
@@ -94,13 +136,38 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outpu
     (report / METRICS_FILE).write_text(json.dumps(metrics, indent=2))
     (report / CURVES_FILE).write_text(json.dumps({"classes": classes, "curves": curves}))
     names = metrics["class_names"]
+    intervals = metrics["roc_auc_per_class_ci"]
     plot_roc_panels(
-        {"": {_curve_label(names[k], aucs[k]): curve for k, curve in curves.items()}},
+        {"": {curve_label(names[k], aucs[k], intervals.get(k)): curve for k, curve in curves.items()}},
         report / ROC_FIGURE,
         title=f"ROC: {metrics['model'] or ctx.stage_name} ({meta['task']})",
     )
     ctx.metrics.update({k: v for k, v in metrics.items() if k not in ("class_names",)})
     return {}
+
+
+def auc_intervals(
+    aucs: Mapping[str, float | None], variances: Mapping[str, Any], classes: Sequence[int], level: float
+) -> dict[str, Any]:
+    """``roc_auc``, ``roc_auc_ci``, ``roc_auc_per_class`` and ``roc_auc_per_class_ci`` (DeLong's)."""
+    from dagspec.kinds.scoring.intervals import mean_interval, normal_interval
+
+    per_class_ci = {k: normal_interval(aucs[k], variances[k].variance, level) for k in aucs}
+    if len(classes) == 2:
+        key = str(classes[1])
+        return {
+            "roc_auc": aucs[key],
+            "roc_auc_ci": per_class_ci[key],
+            "roc_auc_per_class": dict(aucs),
+            "roc_auc_per_class_ci": per_class_ci,
+        }
+    finite = [a for a in aucs.values() if a is not None]
+    return {
+        "roc_auc": sum(finite) / len(finite) if finite else None,
+        "roc_auc_ci": mean_interval(list(per_class_ci.values()), list(aucs.values())),
+        "roc_auc_per_class": dict(aucs),
+        "roc_auc_per_class_ci": per_class_ci,
+    }
 
 
 def _class_names(meta: Mapping[str, Any], classes: Sequence[int]) -> dict[str, str]:
@@ -110,5 +177,15 @@ def _class_names(meta: Mapping[str, Any], classes: Sequence[int]) -> dict[str, s
     return {str(c): str(c) for c in classes}
 
 
-def _curve_label(name: str, auc: float | None) -> str:
-    return f"{name} (AUC {auc:.4f})" if auc is not None else f"{name} (AUC undefined)"
+def curve_label(name: str, auc: float | None, interval: Sequence[float] | None = None) -> str:
+    """A legend entry: ``tt (AUC 0.9810 [0.9790, 0.9830])``."""
+    if auc is None:
+        return f"{name} (AUC undefined)"
+    return f"{name} (AUC {with_interval(auc, interval)})"
+
+
+def with_interval(value: float, interval: Sequence[float] | None, digits: int = 4) -> str:
+    """``value [low, high]``, or the bare value without an interval."""
+    if interval is None:
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"

@@ -31,6 +31,7 @@ from dagspec.errors import StageFailedError
 from dagspec.kinds.scoring.intervals import AucVariance, PlacementSums, chain, chunk_sums, delong
 from dagspec.kinds.scoring.models import PROBABILITY
 
+_DISTINCT_SCHEMA = "k int, score double, pos double, neg double"
 _PARTIAL_SCHEMA = (
     "k int, start double, total boolean, pos double, neg double, auc_sum double, score double,"
     " pos_l2 double, neg_q double, neg_q2 double"
@@ -164,9 +165,7 @@ def roc_pass(
         (only,) = class_totals
         pairs = scored.select(
             *keep,
-            # not a literal: the optimizer would fold it into the aggregation's key, which then no
-            # longer matches the range partitioning and gets a hash shuffle of its own
-            (F.col("label_idx") * 0 + only).cast("int").alias("k"),
+            F.lit(only).alias("k"),
             F.element_at(PROBABILITY, only + 1).alias("score"),
             (F.col("label_idx") == only).cast("double").alias("pos"),
         )
@@ -180,13 +179,14 @@ def roc_pass(
     # a point every `step` rows of a class inside each partition: about curve_points per class
     steps = {k: max(1.0, (pos + neg) / curve_points) for k, (pos, neg) in class_totals.items()}
     n_partitions = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
-    # range partitioning sends equal (k, score) keys to one partition, so the aggregation below
-    # needs no second shuffle and every tie is complete inside one partition
+    # range partitioning sends equal (k, score) keys to one partition, so every tie is complete
+    # inside one partition; the ties are counted in Python, not by a groupBy, which the optimizer
+    # may give a hash shuffle of its own (it did, with a row key kept: partitions then overlap)
     distinct = (
-        pairs.repartitionByRange(n_partitions, "k", "score")
-        .groupBy("k", "score")
-        .agg(F.sum("pos").alias("pos"), F.sum(1.0 - F.col("pos")).alias("neg"))
+        pairs.select("k", "score", "pos")
+        .repartitionByRange(n_partitions, "k", "score")
         .sortWithinPartitions("k", "score")
+        .mapInPandas(_distinct_scores, _DISTINCT_SCHEMA)
     )
     if keep:  # the placements pass reads the same partitions again (the caller unpersists)
         distinct = distinct.persist()
@@ -211,6 +211,35 @@ def _sums(total: Any) -> PlacementSums:
         pos_l2=total["pos_l2"],
         neg_q=total["neg_q"],
         neg_q2=total["neg_q2"],
+    )
+
+
+def _distinct_scores(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """Sorted (k, score, pos) rows -> (k, score, pos, neg) per distinct score; a tie may span batches."""
+    carry: pd.DataFrame | None = None
+    for batch in batches:
+        if carry is not None:
+            batch = pd.concat([carry, batch], ignore_index=True)
+        if batch.empty:
+            continue
+        # the last score may go on in the next batch: hold it back
+        tail = (batch["k"] == batch["k"].iloc[-1]) & (batch["score"] == batch["score"].iloc[-1])
+        carry = batch[tail]
+        if not tail.all():
+            yield _count_ties(batch[~tail])
+    if carry is not None and not carry.empty:
+        yield _count_ties(carry)
+
+
+def _count_ties(rows: pd.DataFrame) -> pd.DataFrame:
+    grouped = rows.groupby(["k", "score"], sort=True)["pos"].agg(["sum", "count"]).reset_index()
+    return pd.DataFrame(
+        {
+            "k": grouped["k"].astype("int32"),
+            "score": grouped["score"],
+            "pos": grouped["sum"].astype("float64"),
+            "neg": (grouped["count"] - grouped["sum"]).astype("float64"),
+        }
     )
 
 
