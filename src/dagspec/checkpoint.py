@@ -9,6 +9,7 @@ Layout of one stage under the storage root::
       _scratch-<fingerprint>/        state that survives a killed attempt (training checkpoints)
       _old-<fingerprint>-<id>/       a checkpoint replaced by --force, removed by `dagspec gc`
       _failed-<fingerprint>.json     the cause of the last failed attempt (``dagspec.plan.failure``)
+      _LATEST                        the fingerprint last committed (or hit): what other specs read
 
 A checkpoint is trusted only when ``_SUCCESS`` exists, ``manifest.json`` names its fingerprint and
 every output folder it lists exists. One attempt per fingerprint holds the lease; a second one
@@ -41,6 +42,7 @@ OLD_PREFIX = "_old-"
 LEASE_PREFIX = "_lease-"
 SCRATCH_PREFIX = "_scratch-"
 FAILED_PREFIX = "_failed-"
+LATEST = "_LATEST"
 LEASE_TTL_S = 90.0
 HEARTBEAT_S = 15.0
 
@@ -207,6 +209,7 @@ class Checkpoint:
         current = self.state()
         if current.done and not replace:
             storage.delete(work_dir)
+            self.point_latest()
             return False
         if not storage.exists(self.path):
             storage.rename(work_dir, self.path)
@@ -222,7 +225,14 @@ class Checkpoint:
             if not current.done:
                 storage.delete(aside)  # a broken leftover: nobody can be reading it
         storage.delete(self.scratch_path)
+        self.point_latest()
         return True
+
+    def point_latest(self) -> None:
+        """Name this committed checkpoint in the stage's ``_LATEST`` (replaced atomically): the one
+        another spec reading this stage's output reads (``inputs: {x: {spec: ..., output: ...}}``)."""
+        record = {"fingerprint": self.fingerprint, "pointed": datetime.now(UTC).isoformat()}
+        storage.write_text(f"{self.stage_dir}/{LATEST}", json.dumps(record))
 
 
 def _lease_text(attempt: str) -> str:
@@ -278,6 +288,15 @@ def _read_json(path: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def latest(stage_dir: str) -> Checkpoint | None:
+    """The checkpoint a stage's ``_LATEST`` names, if it is committed and complete; else None."""
+    pointer = _read_json(f"{stage_dir}/{LATEST}")
+    if pointer is None or not isinstance(pointer.get("fingerprint"), str):
+        return None
+    found = Checkpoint(stage_dir, pointer["fingerprint"])
+    return found if found.state().done else None
 
 
 # --- exports --------------------------------------------------------------------------------------

@@ -126,7 +126,7 @@ def compile_pipeline(spec: PipelineSpec, *, home: Path, jobs_dir: Path | None = 
                 task_group=groups.get(spec.written_stage(name)),
                 **overrides,
             )
-            for ref in stage.inputs.values():
+            for ref in stage.stage_refs().values():
                 tasks[parse_ref(ref)[0]] >> tasks[name]
     return dag
 

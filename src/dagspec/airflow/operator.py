@@ -93,11 +93,14 @@ class DagspecStageOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         stage = self.resolve(context)
+        if stage.blocked:  # another spec's output it reads was never committed
+            raise AirflowException(f"stage {stage.name!r}: {'; '.join(stage.blocked)}")
         force = is_true(context["params"].get(FORCE_PARAM, False))
         status = stage_status(stage, forced=force)
         self.log.info("%s", status.line(stage))
         if status.done:
             self.log.info("checkpoint hit: %s; nothing to run", stage.checkpoint_dir)
+            stage.checkpoint.point_latest()  # what this run stands for is what other specs read
             self.annotate_events(stage, context)
             return
         connection = self._connection(self._conn_id)

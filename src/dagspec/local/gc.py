@@ -5,6 +5,7 @@ defaults, and every committed one of a stage whose fingerprint is provisional (a
 not committed, and its key will hold that upstream's content). Per stage, unreachable committed
 checkpoints beyond the ``--keep`` newest are removed, with temporaries and scratch folders of
 attempts that no live lease holds, checkpoints replaced by ``--force`` and stale leases. Nothing under a live lease is touched; exports are not touched.
+The checkpoint a stage's ``_LATEST`` names is kept: other specs read it.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def _stage_removals(stage_dir: str, wanted: set[str], keep: int) -> list[Removal
         key=lambda e: e.finished,
         reverse=True,
     )
-    kept = wanted | {e.fingerprint for e in others[:keep]}
+    latest = checkpoint.latest(stage_dir)  # what other specs' stages read of this one
+    kept = wanted | {e.fingerprint for e in others[:keep]} | ({latest.fingerprint} if latest else set())
     removals = []
     for entry in entries:
         if entry.fingerprint in live:

@@ -239,7 +239,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _print_reports(spec: PipelineSpec, rows: list[dict[str, Any]]) -> None:
     """Show the markdown reports (metrics tables) that the final stages wrote."""
-    consumed = {ref.partition(".")[0] for stage in spec.stages.values() for ref in stage.inputs.values()}
+    consumed = {ref.partition(".")[0] for stage in spec.stages.values() for ref in stage.stage_refs().values()}
     for row in rows:
         if row["name"] in consumed or "://" in row["output"]:
             continue

@@ -1,8 +1,9 @@
 """Why a stage will run: its checkpoint's state, and what changed since the last committed one.
 
 Each reason of a stage that runs starts with one of: ``new``, ``params changed``, ``code changed``,
-``input data changed``, ``upstream changed``, ``upstream not committed yet``, ``spark conf changed``,
-``forced``, ``broken``, ``published by another run``. A ``done`` stage may say ``upstream
+``input data changed``, ``upstream changed``, ``upstream spec changed``, ``upstream not committed
+yet``, ``upstream spec not committed``, ``spark conf changed``, ``forced``, ``broken``, ``published
+by another run``. A ``done`` stage may say ``upstream
 recomputed, same content: reused``.
 """
 
@@ -45,6 +46,8 @@ def stage_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
     """Will this stage run, and why."""
     if forced:
         return StageStatus("missing", ["forced (param force=true)"])
+    if stage.blocked:
+        return StageStatus("missing", [f"upstream spec not committed: {why}" for why in stage.blocked])
     found = stage.checkpoint.state(stage.outputs)
     if found.state == "broken":
         return StageStatus("missing", [f"broken: {found.detail}"])
@@ -134,7 +137,8 @@ def reused_upstreams(stage: ResolvedStage) -> list[str]:
             then.get("fingerprint") != source.fingerprint or then.get("committed", source.committed) != source.committed
         )
         if source.content and recomputed:
-            reasons.append(f"upstream recomputed, same content: reused ({source.stage}, input {role})")
+            name = f"{source.spec}.{source.stage}" if source.spec else source.stage
+            reasons.append(f"upstream recomputed, same content: reused ({name}, input {role})")
     return reasons
 
 
@@ -200,6 +204,12 @@ def key_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
         if old_up.get(role) != new_up.get(role):
             stage = str(new_up.get(role) or old_up.get(role)).partition(".")[0].partition("@")[0]
             reasons.append(f"upstream changed: {stage} (input {role})")
+    old_specs, new_specs = old.get("upstream_specs") or {}, new.get("upstream_specs") or {}
+    for role in sorted(set(old_specs) | set(new_specs)):
+        if old_specs.get(role) != new_specs.get(role):
+            # "<dag_id>:<stage>.<output>#<content>" (a dag_id holds no ':')
+            spec, _, rest = str(new_specs.get(role) or old_specs.get(role)).partition(":")
+            reasons.append(f"upstream spec changed: {spec}.{rest.partition('.')[0]} (input {role})")
     old_conf, new_conf = old.get("conf") or {}, new.get("conf") or {}
     for conf_key in sorted(set(old_conf) | set(new_conf)):
         if old_conf.get(conf_key) != new_conf.get(conf_key):

@@ -24,6 +24,7 @@ from dagspec.kinds.catalog import Catalog, load_catalog
 from dagspec.plan.fingerprint import code_hashes, data_identity, fingerprint_of, library_versions, result_conf
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec, parse_ref
 from dagspec.spec.params import StageParamsError, render_stage_params, stage_context, stage_param_issues
+from dagspec.spec.spec_input import SpecInput
 from dagspec.storage import project_home
 
 
@@ -44,6 +45,7 @@ class ResolvedInput(_Frozen):
     outputs: list[str]
     content: str | None = None  # the committed output's content digest (None: not committed yet, or an old one)
     committed: str = ""  # when the upstream checkpoint read was committed
+    spec: str = ""  # the dag_id of the spec whose output this is, when it is another spec's
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -85,6 +87,8 @@ class ResolvedStage(_Frozen):
     pending: list[str] = Field(default_factory=list)
     # the run's spec params (``force`` left out), kept in the manifest: which run published an export
     run_params: dict[str, Any] = Field(default_factory=dict)
+    # why the stage cannot run: another spec's output it reads has no committed checkpoint yet
+    blocked: list[str] = Field(default_factory=list)
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -183,7 +187,7 @@ def resolve_pipeline(
         params = model.model_dump(mode="json", by_alias=True)
         inputs: dict[str, ResolvedInput] = {}
         pending: set[str] = set()
-        for role, ref in stage.inputs.items():
+        for role, ref in stage.stage_refs().items():
             upstream_name, output = parse_ref(ref)
             upstream = resolved[upstream_name]
             output = output or next(iter(upstream.outputs))
@@ -205,6 +209,16 @@ def resolve_pipeline(
                 content=(committed.get("content") or {}).get(output),
                 committed=str(committed.get("finished", "")),
             )
+        spec_keys: dict[str, str] = {}
+        blocked: list[str] = []
+        for role, spec_ref in sorted(stage.spec_inputs().items()):
+            found = resolve_spec_input(role, spec_ref, root)
+            if isinstance(found, str):
+                spec_keys[role] = f"{spec_ref.spec}:{spec_ref.output}@none"
+                blocked.append(found)
+            else:
+                spec_keys[role] = f"{spec_ref.spec}:{found.key}"
+                inputs[role] = found
         data: dict[str, str] = {}
         files: list[str] = []
         if kind.source_paths is not None:
@@ -217,9 +231,11 @@ def resolve_pipeline(
             "code": code,
             "libraries": library_versions(tuple(code)),
             "data": data,
-            "upstream": {role: i.key for role, i in sorted(inputs.items())},
+            "upstream": {role: i.key for role, i in sorted(inputs.items()) if not i.spec},
             "conf": result_conf(conf),
         }
+        if spec_keys:  # only then: the keys of stages that read no other spec keep their fingerprints
+            key["upstream_specs"] = spec_keys
         resolved[name] = ResolvedStage(
             dag_id=spec.dag_id,
             name=name,
@@ -238,5 +254,41 @@ def resolve_pipeline(
             written_name=spec.written_stage(name),
             pending=sorted(pending),
             run_params=run_params,
+            blocked=blocked,
         )
     return resolved
+
+
+def resolve_spec_input(role: str, ref: SpecInput, root: str) -> ResolvedInput | str:
+    """Another spec's output as the checkpoint its stage last committed (``_LATEST``), or why it
+    cannot be read: a message naming the spec to run first."""
+    stage_dir = storage.join_under(root, f"{ref.spec}/{ref.stage}")
+    found = checkpoint.latest(stage_dir)
+    manifest = found.manifest() if found is not None else None
+    if found is None or manifest is None:
+        return (
+            f"input {role!r} reads {ref.asset}, but spec {ref.spec!r} has no committed checkpoint of stage "
+            f"{ref.stage!r} under {root}: run spec {ref.spec!r} first (`dagspec run pipelines/<its file>`)"
+        )
+    outputs = manifest.get("outputs") or {}
+    if ref.output_name not in outputs:
+        return (
+            f"input {role!r} reads {ref.asset}, but the last committed checkpoint of {ref.spec}.{ref.stage} "
+            f"({found.path}) has no output {ref.output_name!r} (it has: {', '.join(outputs) or 'none'}); "
+            f"run spec {ref.spec!r} again"
+        )
+    described = outputs[ref.output_name]
+    type_ = described.get("type", IOType.TABLE.value) if isinstance(described, Mapping) else IOType.TABLE.value
+    return ResolvedInput(
+        role=role,
+        stage=ref.stage,
+        output=ref.output_name,
+        fingerprint=found.fingerprint,
+        stage_dir=stage_dir,
+        path=found.output_path(ref.output_name),
+        type=IOType(type_),
+        outputs=list(outputs),
+        content=(manifest.get("content") or {}).get(ref.output_name),
+        committed=str(manifest.get("finished", "")),
+        spec=ref.spec,
+    )

@@ -1,11 +1,13 @@
-"""Specs linked through their outputs: ``schedule: {assets: [...]}`` checked against the folder.
+"""Specs linked through their outputs: ``schedule: {assets: [...]}`` and stage inputs that read
+another spec's output (``{spec: ..., output: ...}``), checked against the folder.
 
 A spec alone cannot know whether ``ctr_ingest.features.data`` exists: that is a stage output of
 another spec. So the specs read together (a folder, the DAG file's folder) are checked at once:
 each listed asset must be an output of another of them (else ``file:line:col`` with "did you
 mean"), and specs may not wait for each other in a cycle (none would ever run first; every one
 of them is an error naming them all). A name whose spec is itself invalid is not reported: that
-spec's own errors say what to fix.
+spec's own errors say what to fix. A spec read by another must keep its checkpoints under the same
+storage root (the reader finds the upstream's ``_LATEST`` there).
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from dagspec.spec.yaml_source import dotted_location
 def asset_names(spec: PipelineSpec) -> list[str]:
     """The assets a spec's tasks emit: ``<dag_id>.<stage>.<output>`` for every stage output."""
     return [f"{spec.dag_id}.{stage}.{output}" for stage in spec.stages for output in spec.outputs_of(stage)]
+
+
+def read_specs(spec: PipelineSpec) -> bool:
+    """Does any stage of ``spec`` read another spec's output?"""
+    return any(stage.spec_inputs() for stage in spec.stages.values())
 
 
 def scheduled_assets(spec: PipelineSpec) -> list[str]:
@@ -49,8 +56,10 @@ def asset_link_issues(
     folder); ``invalid_dag_ids`` are the dag_ids of specs that failed to load.
     """
     owners: dict[str, str] = {}
+    roots: dict[str, str] = {}
     for spec in [*specs.values(), *others]:
         owners.update(dict.fromkeys(asset_names(spec), spec.dag_id))
+        roots[spec.dag_id] = spec.storage.root
     invalid = sorted(invalid_dag_ids, key=len, reverse=True)
     issues: dict[Path, list[SpecIssue]] = {}
     links: list[_Link] = []
@@ -67,6 +76,10 @@ def asset_link_issues(
                 links.append(_Link(spec.dag_id, owner, where))
             elif not any(name.startswith(f"{dag_id}.") for dag_id in invalid):
                 issues.setdefault(path, []).append(SpecIssue(*where, _unknown(name, owners)))
+    for path, spec in specs.items():
+        found = _spec_input_issues(spec, owners, roots, invalid)
+        if found:
+            issues.setdefault(path, []).extend(found)
     paths = {spec.dag_id: path for path, spec in specs.items()}
     for cycle in _cycles(links):
         named = ", ".join(f"{link.downstream} ({_where(link)})" for link in cycle)
@@ -74,6 +87,35 @@ def asset_link_issues(
         for link in cycle:
             if link.downstream in paths:
                 issues.setdefault(paths[link.downstream], []).append(SpecIssue(*link.issue_at, message))
+    return issues
+
+
+def _spec_input_issues(
+    spec: PipelineSpec, owners: Mapping[str, str], roots: Mapping[str, str], invalid: Sequence[str]
+) -> list[SpecIssue]:
+    """The stage inputs of ``spec`` that name no output of another spec of the folder, or one kept
+    under another storage root."""
+    issues = []
+    for name, stage in spec.stages.items():
+        for role, ref in stage.spec_inputs().items():
+            location = ("stages", spec.written_stage(name), "inputs", role)
+            line, column = spec.position(location)
+            where = (spec.source, line, column, dotted_location(location))
+            owner = owners.get(ref.asset)
+            if ref.spec == spec.dag_id:
+                message = f"{ref.spec!r} is this spec: read its own stage output as {ref.output!r}"
+            elif owner is None:
+                if any(ref.asset.startswith(f"{dag_id}.") for dag_id in invalid):
+                    continue
+                message = _unknown(ref.asset, owners)
+            elif roots[owner] != spec.storage.root:
+                message = (
+                    f"spec {owner!r} keeps its checkpoints under storage.root {roots[owner]!r}, this one under "
+                    f"{spec.storage.root!r}; a spec reads another's output under the same storage root"
+                )
+            else:
+                continue
+            issues.append(SpecIssue(*where, message))
     return issues
 
 

@@ -159,7 +159,8 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector, catalog: Catalog)
                     at_key=True,
                 )
                 continue
-            _check_reference(spec, name, ref, loc, outputs, _input_role(kind, role), issues)
+            if isinstance(ref, str):  # another spec's output is checked with the folder (asset_links)
+                _check_reference(spec, name, ref, loc, outputs, _input_role(kind, role), issues)
         if kind is not None:
             for role, spec_role in kind.inputs.items():
                 if spec_role.required and role not in stage.inputs:
@@ -168,7 +169,7 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector, catalog: Catalog)
                     )
 
     graph = {
-        name: {parse_ref(r)[0] for r in s.inputs.values() if parse_ref(r)[0] in spec.stages}
+        name: {parse_ref(r)[0] for r in s.stage_refs().values() if parse_ref(r)[0] in spec.stages}
         for name, s in spec.stages.items()
     }
     try:

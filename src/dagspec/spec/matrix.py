@@ -24,6 +24,7 @@ from typing import Any
 
 from dagspec.kinds.catalog import Catalog
 from dagspec.spec.models import MAX_TASK_ID_LENGTH, Location, MatrixValue, ParamSpec, StageSpec, parse_ref
+from dagspec.spec.spec_input import SpecInput
 
 SEPARATOR = "__"
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -70,7 +71,7 @@ def expand(stages: Mapping[str, StageSpec], params: Mapping[str, ParamSpec], cat
     result = Expansion(stages=dict(stages))
     if all(stage.matrix is None for stage in stages.values()):
         return result
-    graph = {name: {parse_ref(r)[0] for r in s.inputs.values()} & set(stages) for name, s in stages.items()}
+    graph = {name: {parse_ref(r)[0] for r in s.stage_refs().values()} & set(stages) for name, s in stages.items()}
     try:
         order = list(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError:
@@ -125,7 +126,7 @@ def _inherited(
         return {}
     matrix: dict[str, list[MatrixValue]] = {}
     origin: dict[str, str] = {}
-    for role, ref in stage.inputs.items():
+    for role, ref in stage.stage_refs().items():
         upstream = parse_ref(ref)[0]
         for key, values in matrices.get(upstream, {}).items():
             if key in matrix and matrix[key] != values:
@@ -204,8 +205,8 @@ def _expansions(
         combinations = [{}]
     out = []
     for values in combinations:
-        inputs: dict[str, str] = {}
-        for role, ref in stage.inputs.items():
+        inputs: dict[str, str | SpecInput] = dict(stage.spec_inputs())  # another spec's output: as written
+        for role, ref in stage.stage_refs().items():
             upstream, output = parse_ref(ref)
             upstream_matrix = matrices.get(upstream, {})
             tail = f".{output}" if output else ""

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from dagspec.spec.safety import check_conf
 from dagspec.spec.schedule import SCHEDULE_PRESETS, AssetSchedule, Schedule, check_cron
+from dagspec.spec.spec_input import SpecInput, StageInput
 from dagspec.spec.templates import is_templated
 
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"
@@ -180,8 +181,10 @@ class StageSpec(_Model):
 
     kind: str = Field(description="a registered stage kind (`dagspec list` names them)")
     description: str | None = Field(default=None, description="shown as the task's doc in the UI")
-    inputs: dict[str, str] = Field(
-        default_factory=dict, description="role -> 'stage' or 'stage.output': what the stage reads (the DAG's edges)"
+    inputs: dict[str, StageInput] = Field(
+        default_factory=dict,
+        description="role -> 'stage' or 'stage.output' of this spec (the DAG's edges), or {spec: dag_id, "
+        "output: stage.output}: another spec's output, read from its last committed checkpoint",
     )
     params: dict[str, Any] = Field(
         default_factory=dict, description="the kind's params; strings may be Jinja templates ({{ params.x }})"
@@ -197,11 +200,22 @@ class StageSpec(_Model):
 
     @field_validator("inputs")
     @classmethod
-    def _references_are_well_formed(cls, inputs: dict[str, str]) -> dict[str, str]:
+    def _references_are_well_formed(cls, inputs: dict[str, str | SpecInput]) -> dict[str, str | SpecInput]:
         for role, ref in inputs.items():
-            if not re.match(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)?$", str(ref)):
-                raise ValueError(f"input {role!r}: expected 'stage' or 'stage.output', got {ref!r}")
+            if isinstance(ref, str) and not re.match(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)?$", ref):
+                raise ValueError(
+                    f"input {role!r}: expected 'stage' or 'stage.output' (another spec's output: "
+                    f"{{spec: dag_id, output: stage.output}}), got {ref!r}"
+                )
         return inputs
+
+    def stage_refs(self) -> dict[str, str]:
+        """role -> 'stage' or 'stage.output': the inputs read from this spec's own stages."""
+        return {role: ref for role, ref in self.inputs.items() if isinstance(ref, str)}
+
+    def spec_inputs(self) -> dict[str, SpecInput]:
+        """role -> another spec's output: the inputs read from other specs' committed checkpoints."""
+        return {role: ref for role, ref in self.inputs.items() if isinstance(ref, SpecInput)}
 
 
 class PipelineSpec(_Model):
@@ -337,7 +351,7 @@ class PipelineSpec(_Model):
 
     def stage_order(self) -> list[str]:
         """Stage names in a dependency order (inputs first)."""
-        graph = {name: {parse_ref(r)[0] for r in s.inputs.values()} for name, s in self.stages.items()}
+        graph = {name: {parse_ref(r)[0] for r in s.stage_refs().values()} for name, s in self.stages.items()}
         return list(graphlib.TopologicalSorter(graph).static_order())
 
 

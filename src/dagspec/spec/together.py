@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dagspec.errors import SpecError, SpecIssue, SpecValidationError
 from dagspec.kinds.catalog import Catalog
-from dagspec.spec.asset_links import asset_link_issues, scheduled_assets
+from dagspec.spec.asset_links import asset_link_issues, read_specs, scheduled_assets
 from dagspec.spec.loader import spec_from_document
 from dagspec.spec.models import PipelineSpec
 from dagspec.spec.yaml_source import YamlDocument, load_yaml_file
@@ -145,10 +145,10 @@ def load_specs(
 def _with_asset_links(
     loaded: list[LoadedSpec], neighbours: Sequence[Path], display: Callable[[Path], str], catalog: Catalog | None
 ) -> list[LoadedSpec]:
-    """``loaded`` with the specs whose asset schedule names an unknown output or closes a cycle
-    failed (``dagspec.spec.asset_links``); the neighbours count as upstreams."""
+    """``loaded`` with the specs whose asset schedule or spec input names an unknown output, or whose
+    schedule closes a cycle, failed (``dagspec.spec.asset_links``); the neighbours count as upstreams."""
     valid = {item.path: item.spec for item in loaded if item.spec is not None}
-    if not any(scheduled_assets(spec) for spec in valid.values()):
+    if not any(scheduled_assets(spec) or read_specs(spec) for spec in valid.values()):
         return loaded
     others: list[PipelineSpec] = []
     invalid = [claim.dag_id for claim in claims_of([i.path for i in loaded if i.spec is None], display)]
