@@ -6,11 +6,13 @@ The models, their data and the ``test_saved_model`` kind are in this folder's ``
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from PIL import Image
 from sklearn.metrics import accuracy_score, confusion_matrix, roc_auc_score
 
 from dagspec.errors import SpecValidationError, StageFailedError
@@ -39,8 +41,11 @@ def test_evaluate_and_compare_match_sklearn(spark, home, tmp_path, keras_models,
           weak_model: {{kind: test_saved_model, params: {{path: "{dirs["weak"]}"}}}}
           click_model: {{kind: test_saved_model, params: {{path: "{dirs["binary"]}"}}}}
           events: {{kind: read, params: {{format: parquet, path: "{events_parquet}"}}}}
-          eval_dense: {{kind: evaluate, inputs: {{model: dense_model, data: events}}}}
-          eval_weak: {{kind: evaluate, inputs: {{model: weak_model, data: events}}, params: {{batch_size: 256}}}}
+          eval_dense: {{kind: evaluate, inputs: {{model: dense_model, data: events}}, params: {{key_col: event_id}}}}
+          eval_weak:
+            kind: evaluate
+            inputs: {{model: weak_model, data: events}}
+            params: {{batch_size: 256, key_col: event_id}}
           eval_click: {{kind: evaluate, inputs: {{model: click_model, data: events}}}}
           models:
             kind: compare
@@ -97,7 +102,33 @@ def test_evaluate_and_compare_match_sklearn(spark, home, tmp_path, keras_models,
     assert by_model["weak"]["train_time_s"] == "0.50000000"
     markdown = (_report(plan["models"], "report") / "comparison.md").read_text()
     assert markdown.startswith("# topology models") and "| dense | dense_model | keras | 3000 |" in markdown
+
+    # intervals: DeLong's around every AUC, the bootstrap's around accuracy and log loss; in the table too
+    for key, auc in dense["roc_auc_per_class"].items():
+        low, high = dense["roc_auc_per_class_ci"][key]
+        assert low < auc < high and high - low < 0.1, key
+    for name in ("roc_auc", "accuracy", "log_loss"):
+        low, high = dense[f"{name}_ci"]
+        assert low < dense[name] < high, name
+    assert dense["intervals"]["level"] == 0.95 and dense["placements"] == "placements"
+    low, high = dense["roc_auc_ci"]
+    assert f"| {dense['roc_auc']:.4f} [{low:.4f}, {high:.4f}] |" in markdown
+    assert float(by_model["dense"]["roc_auc_low"]) == pytest.approx(low, abs=1e-8)
+    # the paired DeLong tests, per class: the dense network beats the linear one on class 1 (x1 * x2)
+    tests = json.loads((_report(plan["models"], "report") / "paired_tests.json").read_text())
+    assert [(t["model"], t["against"], t["class"]) for t in tests] == [("dense", "weak", str(c)) for c in range(3)]
+    tt = tests[1]
+    assert tt["difference"] == pytest.approx(
+        dense["roc_auc_per_class"]["1"] - by_model_auc(plan, "eval_weak"), abs=1e-9
+    )
+    assert tt["difference"] > 0 and tt["significant"] and tt["p_value"] < 1e-3
+    assert (
+        "## Paired tests of the ROC AUC (DeLong, on the same rows)" in markdown and "| dense | weak | tt |" in markdown
+    )
     assert (_report(plan["models"], "report") / "roc.png").read_bytes()[:8] == PNG_MAGIC
+    # one ROC panel per class, titled by the class names the model cards carry (not 0, 1, 2)
+    panels = Image.open(_report(plan["models"], "report") / "roc.png").info["Description"]
+    assert re.findall(r"(?:^|; )([^:;]+):", panels) == ["QCD", "tt", "W+jets"]
 
     # reports over different classes cannot share a table: the function itself refuses them, before
     # it writes anything
@@ -120,6 +151,12 @@ def test_evaluate_and_compare_match_sklearn(spark, home, tmp_path, keras_models,
     ):
         compare(mixed, CompareParams(), context)
     assert not (tmp_path / "mixed").exists()
+
+
+def by_model_auc(plan: Any, stage: str) -> float:
+    """The class-1 ROC AUC of an evaluate stage's report."""
+    metrics = json.loads((_report(plan[stage], "report") / "metrics.json").read_text())
+    return float(metrics["roc_auc_per_class"]["1"])
 
 
 def test_compare_inputs_must_be_files_outputs(home, tmp_path) -> None:
