@@ -100,7 +100,10 @@ def run_stage(
             storage_root=stage.storage_root,
             work_dir=work_dir,
             scratch_root=stage.checkpoint.scratch_path,
-            sources={r: InputSource(i.stage, i.output, i.path, i.type) for r, i in stage.inputs.items()},
+            sources={
+                r: InputSource(i.stage, i.output, i.path, i.type, i.fingerprint, i.content)
+                for r, i in stage.inputs.items()
+            },
             source_files=list(stage.source_files),
             publish_path=stage.publish_path,
             written_name=stage.written_name,

@@ -226,6 +226,8 @@ class InputSource:
     output: str
     path: str
     type: IOType
+    fingerprint: str = ""  # of the stage that wrote it
+    content: str | None = None  # the output's content digest (None: not recorded)
 
 
 @dataclass

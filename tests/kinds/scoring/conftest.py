@@ -7,7 +7,6 @@ output, the way a training stage would.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 
 from dagspec.kinds.base import FILES, Inputs, Outputs, StageContext, StageParams, kind, kind_of
+from dagspec.kinds.model_card import ModelCard
 from tests.conftest import REPO
 
 
@@ -51,7 +51,8 @@ def saved_model_kind() -> Iterator[None]:
 def _save(model: Any, folder: Path, meta: dict[str, Any]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     model.save(folder / "model.keras")
-    (folder / "model.json").write_text(json.dumps({"flavor": "keras", "artifact": "model.keras", **meta}))
+    card = {"label_col": "label", "input_columns": [], "trained_on": {}, **meta}
+    ModelCard(flavor="keras", kind="train_keras", artifact="model.keras", **card).write(folder)
     return folder
 
 

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dagspec.errors import StageFailedError
+from dagspec.kinds.model_card import read_model_card
 from dagspec.kinds.training.keras_inputs import InputSpec, encode_features, encode_labels
 from tests.helpers import load_and_run, manifest, write_spec
 
@@ -71,7 +72,8 @@ def predict_accuracy(model_path: Path, data: Path) -> float:
 
 
 def test_hlf_dense_learns_and_writes_model_files(spark, home, tmp_path: Path) -> None:
-    write_events(physics_events(spark, 1200), tmp_path / "train", files=2)
+    named = {"class_names": ["QCD", "tt", "W+jets"]}  # as topology_features names its label columns
+    write_events(physics_events(spark, 1200).withMetadata("encoded_label", named), tmp_path / "train", files=2)
     write_events(physics_events(spark, 300), tmp_path / "val", files=1)
     spec = write_spec(
         tmp_path / "pipelines",
@@ -95,6 +97,13 @@ def test_hlf_dense_learns_and_writes_model_files(spark, home, tmp_path: Path) ->
     assert {len(history[k]) for k in ("loss", "accuracy", "val_loss", "val_accuracy")} == {3}
     assert history["loss"][-1] < history["loss"][0]
     assert meta["params"]["epochs"] == 3 and meta["peak_memory_mb"] > 0
+    card = read_model_card(out)  # the card every reader validates
+    assert card.kind == "train_keras" and card.metrics["final_val_loss"] == history["val_loss"][-1]
+    assert card.class_names == ["QCD", "tt", "W+jets"]  # from the label column's metadata
+    assert {role: (d.stage, d.fingerprint) for role, d in card.trained_on.items()} == {
+        "train": ("train", plan["train"].fingerprint),
+        "validation": ("val", plan["val"].fingerprint),
+    }
     metrics = manifest(plan["model"])["metrics"]
     assert metrics["history"] == history and metrics["resumed_epoch"] == 0
     assert metrics["steps_per_epoch"] == 38 and metrics["train_rows"] == 1200  # ceil(1200 / 32)

@@ -12,7 +12,7 @@ A training kind writes a files output ``model`` holding its artifact and ``model
 
 - ``model_dir``: the model directory as the driver sees it (a local path or a ``file://`` URI;
   use ``local_path``). Executors may not see it: ship what they need (``broadcast_artifact``).
-- ``meta``: the validated ``model.json`` dict. The caller may add ``meta["batch_size"]``: rows per
+- ``meta``: the validated ``model.json`` (``dagspec.kinds.model_card.ModelCard``) as a dict. The caller may add ``meta["batch_size"]``: rows per
   model call (``None`` or absent: the flavor's default).
 - ``df``: the data; ``keep_cols``: its columns to carry over unchanged (may be empty; never
   contains ``probability`` or ``prediction``).
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,15 +47,14 @@ from pyspark.sql.types import ArrayType, DoubleType, IntegerType
 from dagspec import storage
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import is_connect
+from dagspec.kinds.model_card import MODEL_CARD, read_model_card
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
     from pyspark import Broadcast
 
-MODEL_META = "model.json"
-FLAVORS = ("keras", "xgboost", "spark_ml")
-TASKS = ("binary", "multiclass")
+MODEL_META = MODEL_CARD
 PROBABILITY = "probability"
 PREDICTION = "prediction"
 
@@ -67,33 +65,8 @@ def local_path(model_dir: str) -> Path:
 
 
 def read_model_meta(model_dir: str) -> dict[str, Any]:
-    """``model.json`` of a model directory, checked for the keys every consumer relies on."""
-    path = local_path(model_dir) / MODEL_META
-    if not path.is_file():
-        raise StageFailedError(f"{model_dir} is not a model directory: no {MODEL_META}")
-    try:
-        meta = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise StageFailedError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(meta, dict):
-        raise StageFailedError(f"{path}: must hold a JSON object")
-    missing = [k for k in ("flavor", "artifact", "classes", "task") if k not in meta]
-    if missing:
-        raise StageFailedError(f"{path}: missing keys {missing}")
-    if meta["flavor"] not in FLAVORS:
-        raise StageFailedError(f"{path}: unknown flavor {meta['flavor']!r}; known: {', '.join(FLAVORS)}")
-    classes = meta["classes"]
-    if (
-        not isinstance(classes, list)
-        or len(classes) < 2
-        or not all(isinstance(c, int) and not isinstance(c, bool) for c in classes)
-        or len(set(classes)) != len(classes)
-    ):
-        raise StageFailedError(f"{path}: classes must be a list of >= 2 distinct integers, got {classes!r}")
-    expected_task = "binary" if len(classes) == 2 else "multiclass"
-    if meta["task"] != expected_task:
-        raise StageFailedError(f"{path}: task {meta['task']!r} does not fit {len(classes)} classes")
-    return meta
+    """``model.json`` of a model directory, validated as a ``ModelCard``, as the dict the flavors read."""
+    return read_model_card(local_path(model_dir), shown_as=model_dir).meta()
 
 
 def transform_with_model(

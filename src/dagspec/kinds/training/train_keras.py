@@ -32,6 +32,7 @@ from dagspec.kinds.base import (
     StageParams,
     kind,
 )
+from dagspec.kinds.model_card import ModelCard, label_class_names, training_data
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -186,28 +187,35 @@ def train_keras(inputs: Inputs, params: TrainKerasParams, ctx: StageContext) -> 
     chief = results[0]
     history = chief["history"]
     cpu_s = sum(r["cpu_s"] for r in results)
-    meta = {
-        "flavor": "keras",
-        "artifact": MODEL_FILE,
-        "architecture": params.architecture,
-        "features_col": params.features,
-        "label_col": params.label,
-        "input_columns": params.input_columns,
-        "input_shapes": {s["column"]: s["shape"] for s in job.specs},
-        "inputs": job.specs,
-        "classes": list(range(2 if params.task == "binary" else params.num_classes)),
-        "task": params.task,
-        "params": params.model_dump(mode="json"),
-        "train_time_s": round(wall, 3),
-        "peak_memory_mb": max(r["peak_rss_mb"] for r in results),
-        "cpu_load": round(cpu_s / wall, 2) if wall > 0 else 0.0,
-        "history": history,
-        "resumed_epoch": chief["resumed_epoch"],
-        "workers": params.workers,
-        "steps_per_epoch": job.steps_per_epoch,
-        "global_batch_size": params.batch_size * params.workers,
-    }
-    (out / "model.json").write_text(json.dumps(meta, indent=2))
+    classes = list(range(2 if params.task == "binary" else params.num_classes))
+    train = inputs["train"]
+    names = None if isinstance(train, str) else label_class_names(train.schema[params.label].metadata)
+    card = ModelCard(
+        flavor="keras",
+        kind="train_keras",
+        artifact=MODEL_FILE,
+        features_col=params.features,
+        label_col=params.label,
+        input_columns=params.input_columns,
+        input_shapes={s["column"]: s["shape"] for s in job.specs},
+        inputs=job.specs,
+        classes=classes,
+        class_names=names if names and len(names) == len(classes) else None,
+        task=params.task,
+        params=params.model_dump(mode="json"),
+        trained_on=training_data(ctx),
+        train_time_s=round(wall, 3),
+        peak_memory_mb=max(r["peak_rss_mb"] for r in results),
+        cpu_load=round(cpu_s / wall, 2) if wall > 0 else 0.0,
+        metrics={f"final_{name}": v[-1] for name, v in history.items() if v and name != "epoch_time_s"},
+        architecture=params.architecture,
+        history=history,
+        resumed_epoch=chief["resumed_epoch"],
+        workers=params.workers,
+        steps_per_epoch=job.steps_per_epoch,
+        global_batch_size=params.batch_size * params.workers,
+    )
+    card.write(out)
     ctx.metrics.update(
         {
             "history": history,
@@ -218,9 +226,9 @@ def train_keras(inputs: Inputs, params: TrainKerasParams, ctx: StageContext) -> 
             "global_batch_size": params.batch_size * params.workers,
             "train_rows": sum(shard_rows([Piece(**p) for p in s]) for s in job.train_shards),
             "final_loss": history["loss"][-1] if history.get("loss") else None,
-            "train_time_s": meta["train_time_s"],
-            "peak_memory_mb": meta["peak_memory_mb"],
-            "cpu_load": meta["cpu_load"],
+            "train_time_s": card.train_time_s,
+            "peak_memory_mb": card.peak_memory_mb,
+            "cpu_load": card.cpu_load,
         }
     )
     return {}

@@ -8,13 +8,13 @@ no NaN) and a ``VectorAssembler`` builds the vector. Output columns use internal
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import Field
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import FILES, TABLE, InputRole, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.model_card import ModelCard, training_data
 
 ARTIFACT = "spark_model"
 PROBABILITY_COL = "__probability"
@@ -157,20 +157,20 @@ def train_spark_ml(inputs: Inputs, params: TrainSparkMLParams, ctx: StageContext
         model = Pipeline(stages=stages).fit(data)
     model.write().overwrite().save(str(out / ARTIFACT))
     resources = monitor.summary()
-    meta = {
-        "flavor": "spark_ml",
-        "artifact": ARTIFACT,
-        "features_col": params.features_col,
-        "label_col": params.label_col,
-        "input_columns": input_columns,
-        "input_shapes": {},
-        "classes": [0, 1],
-        "task": "binary",
-        "model": params.model,
-        "probability_col": PROBABILITY_COL,
-        "params": {"model": params.model, **model_params},
+    ModelCard(
+        flavor="spark_ml",
+        kind="train_spark_ml",
+        artifact=ARTIFACT,
+        features_col=params.features_col,
+        label_col=params.label_col,
+        input_columns=input_columns,
+        classes=[0, 1],
+        task="binary",
+        probability_col=PROBABILITY_COL,
+        params={"model": params.model, **model_params},
+        trained_on=training_data(ctx),
+        model=params.model,
         **resources,
-    }
-    (out / "model.json").write_text(json.dumps(meta, indent=2))
+    ).write(out)
     ctx.metrics.update({"model": params.model, **{k: v for k, v in resources.items() if k != "resource_scope"}})
     return {}

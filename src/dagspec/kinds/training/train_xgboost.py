@@ -13,7 +13,6 @@ The single-node data feeding (Arrow batches, QuantileDMatrix) is in ``xgboost_da
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -33,6 +32,7 @@ from dagspec.kinds.base import (
     StageParams,
     kind,
 )
+from dagspec.kinds.model_card import ModelCard, training_data
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -140,36 +140,39 @@ def train_xgboost(inputs: Inputs, params: TrainXGBoostParams, ctx: StageContext)
             booster, history = _train_spark(ctx.spark, train, validation, params, meta, init, start_round, scratch, out)
     booster.save_model(str(out / ARTIFACT))
     resources = monitor.summary()
-    model_json = {
-        "flavor": "xgboost",
-        "artifact": ARTIFACT,
-        "features_col": meta["features_col"],
-        "label_col": params.label_col,
-        "input_columns": meta["input_columns"],
-        "input_shapes": {meta["features_col"] or "columns": [meta["num_features"]]},
-        "num_features": meta["num_features"],
-        "missing": meta["missing"],
-        "classes": [0, 1],
-        "task": "binary",
-        "params": {**params.booster_params(), "num_round": params.num_round, "workers": params.workers},
-        "mode": "single_node" if params.workers == 1 else "spark",
-        "spark_model": SPARK_MODEL if params.workers > 1 else None,
-        "rounds": booster.num_boosted_rounds(),
-        "resumed_from_round": start_round,
+    final = {"final_logloss": {name: values[-1] for name, values in history.items()}} if history else {}
+    card = ModelCard(
+        flavor="xgboost",
+        kind="train_xgboost",
+        artifact=ARTIFACT,
+        features_col=meta["features_col"],
+        label_col=params.label_col,
+        input_columns=meta["input_columns"],
+        input_shapes={meta["features_col"] or "columns": [meta["num_features"]]},
+        num_features=meta["num_features"],
+        missing=meta["missing"],
+        classes=[0, 1],
+        task="binary",
+        params={**params.booster_params(), "num_round": params.num_round, "workers": params.workers},
+        trained_on=training_data(ctx),
+        metrics=final,
+        mode="single_node" if params.workers == 1 else "spark",
+        spark_model=SPARK_MODEL if params.workers > 1 else None,
+        rounds=booster.num_boosted_rounds(),
+        resumed_from_round=start_round,
         **resources,
-    }
-    (out / "model.json").write_text(json.dumps(model_json, indent=2))
+    )
+    card.write(out)
     ctx.metrics.update(
         {
             "resumed_from_round": start_round,
             "rounds": booster.num_boosted_rounds(),
             "checkpoint_every": params.checkpoint_every,
-            "mode": model_json["mode"],
+            "mode": "single_node" if params.workers == 1 else "spark",
             **{k: v for k, v in resources.items() if k != "resource_scope"},
         }
     )
-    if history:
-        ctx.metrics["final_logloss"] = {name: values[-1] for name, values in history.items()}
+    ctx.metrics.update(final)
     return {}
 
 

@@ -1,0 +1,90 @@
+"""The model card: what the trainers write into model.json and what every model reader validates."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from dagspec.errors import StageFailedError
+from dagspec.kinds.model_card import ModelCard, TrainingData, label_class_names, read_model_card
+
+
+def card(**changes: object) -> ModelCard:
+    fields: dict[str, object] = {
+        "flavor": "xgboost",
+        "kind": "train_xgboost",
+        "artifact": "booster.json",
+        "task": "binary",
+        "classes": [0, 1],
+        "label_col": "label",
+        "features_col": "features",
+        "input_columns": ["features"],
+        "input_shapes": {"features": [1024]},
+        "num_features": 1024,
+        "missing": float("nan"),
+        "params": {"max_depth": 6, "num_round": 20},
+        "trained_on": {"train": TrainingData(stage="hashed", output="data", fingerprint="abc", content="d1")},
+        "train_time_s": 3.2,
+        "metrics": {"final_logloss": {"train": 0.41}},
+        "rounds": 20,  # a trainer's own run detail: kept as it is
+    }
+    return ModelCard.model_validate({**fields, **changes})
+
+
+def test_a_card_reads_back_as_written_with_the_keys_the_flavors_read(tmp_path: Path) -> None:
+    written = card()
+    written.write(tmp_path)
+    read = read_model_card(tmp_path)
+    assert read.model_dump(exclude={"missing"}) == written.model_dump(exclude={"missing"})
+    assert read.missing is not None and math.isnan(read.missing)  # NaN survives the JSON
+    raw = json.loads((tmp_path / "model.json").read_text().replace("NaN", "null"))
+    for key in ("flavor", "artifact", "classes", "task", "input_columns", "num_features", "features_col", "rounds"):
+        assert raw[key] == getattr(read, key)
+    assert raw["trained_on"]["train"] == {"stage": "hashed", "output": "data", "fingerprint": "abc", "content": "d1"}
+    assert raw["card_version"] == 1 and read.meta()["rounds"] == 20
+
+
+def test_class_names_name_the_classes_or_the_value_stands_in() -> None:
+    named = card(task="multiclass", classes=[0, 1, 2], class_names=["QCD", "tt", "W+jets"])
+    assert [named.class_name(c) for c in (0, 1, 2)] == ["QCD", "tt", "W+jets"]
+    assert card().class_name(1) == "1"
+    with pytest.raises(ValueError, match=r"class_names \['QCD'\] do not name the 2 classes"):
+        card(class_names=["QCD"])
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"flavor": "onnx"}, r"flavor: Input should be 'keras', 'xgboost' or 'spark_ml'"),
+        ({"classes": [0, 1, 2]}, r"task 'binary' does not fit 3 classes"),
+        ({"classes": [True, False]}, r"classes\.0: Input should be a valid integer"),
+        ({"classes": [1, 1]}, r"classes must be >= 2 distinct integers"),
+        ({"artifact": ""}, r"artifact: String should have at least 1 character"),
+    ],
+)
+def test_an_invalid_card_fails_naming_the_file_and_the_key(tmp_path: Path, changes: dict, message: str) -> None:
+    data = {**card().meta(), **changes}
+    (tmp_path / "model.json").write_text(json.dumps(data))
+    with pytest.raises(StageFailedError, match=rf"model\.json is not a valid model card: .*{message}"):
+        read_model_card(tmp_path)
+
+
+def test_a_card_from_before_cards_says_to_train_again(tmp_path: Path) -> None:
+    old = {"flavor": "keras", "artifact": "model.keras", "classes": [0, 1], "task": "binary"}
+    (tmp_path / "model.json").write_text(json.dumps(old))
+    with pytest.raises(StageFailedError, match=r"written before model cards \(no card_version\): run its training"):
+        read_model_card(tmp_path)
+    with pytest.raises(StageFailedError, match=r"is not a model directory: no model\.json"):
+        read_model_card(tmp_path / "nothing")
+    (tmp_path / "model.json").write_text("[1, 2]")
+    with pytest.raises(StageFailedError, match="must hold a JSON object"):
+        read_model_card(tmp_path)
+
+
+def test_class_names_come_from_a_label_columns_metadata() -> None:
+    assert label_class_names({"class_names": ["QCD", "tt", "W+jets"]}) == ["QCD", "tt", "W+jets"]
+    assert label_class_names({}) is None
+    assert label_class_names({"class_names": "QCD"}) is None
