@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from dagspec.errors import StageFailedError
+from dagspec.kinds.model_card import label_class_names
 from dagspec.kinds.physics.topology import fix_length, prepare_particles
 from dagspec.kinds.physics.topology_features import TopologyFeaturesParams, add_topology_features
 
@@ -139,6 +140,18 @@ def test_topology_features_matches_the_seed_udf_and_spark_ml(spark, tmp_path: Pa
         worst = max(worst, float(np.max(np.abs(np.array(row.GRU_input) - np.array(ref.gru)))))
         assert row.lfeatures == inputs[row.event_id]  # input columns pass through untouched
     assert worst < 1e-9
+
+
+def test_the_label_columns_name_their_classes_through_parquet_and_filters(spark, tmp_path: Path) -> None:
+    df = _events_frame(spark, tmp_path, random_events(60, seed=3))
+    written = tmp_path / "features"
+    add_topology_features(df, TopologyFeaturesParams(keep_raw=False)).write.parquet(str(written))
+    # what undersample and split do to it downstream: read, filter, select
+    downstream = spark.read.parquet(str(written)).where("event_id % 2 = 0").select("label", "encoded_label")
+    for column in ("label", "encoded_label"):
+        assert label_class_names(downstream.schema[column].metadata) == ["QCD", "tt", "W+jets"]
+    four = add_topology_features(df, TopologyFeaturesParams(num_classes=4))
+    assert label_class_names(four.schema["encoded_label"].metadata) is None  # three names do not name four classes
 
 
 def test_topology_features_pads_accepts_vectors_and_rejects_bad_input(spark, tmp_path: Path) -> None:

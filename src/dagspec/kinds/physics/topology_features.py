@@ -12,7 +12,8 @@ from pydantic import Field
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, StageParams, kind
-from dagspec.kinds.physics.names import PARTICLE_FEATURE_NAMES
+from dagspec.kinds.model_card import CLASS_NAMES_KEY
+from dagspec.kinds.physics.names import CLASS_NAMES, PARTICLE_FEATURE_NAMES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -147,6 +148,10 @@ def add_topology_features(
             yield pa.RecordBatch.from_arrays([*(batch.column(name) for name in kept), *new], names=names)
 
     result = df.mapInArrow(transform, out_schema)
+    if num_classes == len(CLASS_NAMES):  # the seed's classes: trainers' cards, evaluate and compare name them
+        named = {CLASS_NAMES_KEY: list(CLASS_NAMES)}
+        for column in (params.label_col, params.label_output_col):
+            result = result.withMetadata(column, {**result.schema[column].metadata, **named})
     return result.drop(hlf_col) if hlf_col != params.hfeatures_col and params.keep_raw else result
 
 

@@ -12,8 +12,9 @@ Curve = Mapping[str, Sequence[float]]  # {"fpr": [...], "tpr": [...]}
 def plot_roc_panels(panels: Mapping[str, Mapping[str, Curve]], path: Path, *, title: str) -> Path:
     """One PNG: a panel per entry of ``panels`` (its title -> legend label -> curve), side by side.
 
-    evaluate draws one panel with a curve per class; compare draws one panel per class with a
-    curve per model.
+    evaluate draws one panel with a curve per class; compare draws one panel per class (titled by
+    the class's name) with a curve per model. The PNG's ``Description`` text lists the panels and
+    their curves, for readers that cannot look (alt text, tests).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -34,5 +35,6 @@ def plot_roc_panels(panels: Mapping[str, Mapping[str, Curve]], path: Path, *, ti
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize="small")
     figure.suptitle(title)
-    figure.savefig(path, dpi=110)
+    shown = "; ".join(f"{name or 'ROC'}: {', '.join(curves)}" for name, curves in panels.items())
+    figure.savefig(path, dpi=110, metadata={"Title": title, "Description": shown})
     return path
