@@ -175,7 +175,12 @@ def _task_report(airflow: Airflow, dag_id: str, run_id: str) -> str:
 def test_health_endpoint_reports_every_component(airflow: Airflow) -> None:
     health = airflow.status.health
     assert {health.get(c) for c in ("metadatabase", "scheduler", "dag_processor")} == {"healthy"}
-    assert airflow.status.up and set(airflow.status.processes) == {"api-server", "scheduler", "dag-processor"}
+    assert airflow.status.up and set(airflow.status.processes) == {
+        "api-server",
+        "scheduler",
+        "dag-processor",
+        "triggerer",
+    }
     assert "admin, password in" in str(airflow.status)
 
 

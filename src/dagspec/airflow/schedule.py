@@ -3,30 +3,59 @@ asset condition (``Asset``, ``AssetAll``, ``AssetAny``), with ``cron`` an ``Asse
 
 The assets are built by ``stage_asset``, the very function that names each task's outlets, so a
 scheduled DAG waits for the asset objects (name and URI) the upstream DAG's tasks emit.
+A files schedule is an asset of the DAG's own, updated by an ``AssetWatcher`` running
+``NewFilesTrigger`` in the triggerer (``dagspec.airflow.new_files``).
 """
 
 from __future__ import annotations
 
-from airflow.sdk import Asset, AssetAll, AssetAny, AssetOrTimeSchedule, CronDataIntervalTimetable, CronTriggerTimetable
+from pathlib import Path
+
+from airflow.sdk import (
+    Asset,
+    AssetAll,
+    AssetAny,
+    AssetOrTimeSchedule,
+    AssetWatcher,
+    CronDataIntervalTimetable,
+    CronTriggerTimetable,
+)
 from airflow.sdk.bases.timetable import BaseTimetable
 from airflow.sdk.configuration import conf
 
+from dagspec import storage
+from dagspec.airflow.new_files import NewFilesTrigger, state_path
 from dagspec.airflow.operator import stage_asset
+from dagspec.plan.resolve import resolve_storage_root
 from dagspec.spec.models import PipelineSpec
-from dagspec.spec.schedule import AssetSchedule, split_asset_name
+from dagspec.spec.schedule import AssetSchedule, FilesSchedule, split_asset_name
 
 DagSchedule = str | Asset | AssetAll | AssetAny | AssetOrTimeSchedule | None
 
 
-def dag_schedule(spec: PipelineSpec) -> DagSchedule:
+def dag_schedule(spec: PipelineSpec, home: Path | None = None) -> DagSchedule:
     """The ``schedule`` argument of the spec's DAG."""
     schedule = spec.schedule
+    if isinstance(schedule, FilesSchedule):
+        return files_asset(spec, schedule, home or storage.project_home())
     if not isinstance(schedule, AssetSchedule):
         return schedule
     condition = asset_condition(schedule)
     if schedule.cron is None:
         return condition
     return AssetOrTimeSchedule(timetable=cron_timetable(schedule.cron), assets=condition)
+
+
+def files_asset(spec: PipelineSpec, schedule: FilesSchedule, home: Path) -> Asset:
+    """The DAG's own asset ``<dag_id>.new_files``, updated by a watcher of the glob (relative to the
+    project directory). Its record of seen files lives under a local storage root, else under
+    ``<project>/.dagspec/watch`` (the triggerer keeps it on its own disk)."""
+    pattern = storage.resolve_input_path(schedule.files, home)
+    root = resolve_storage_root(spec, home)
+    state_root = str(home / ".dagspec" / "watch") if storage.is_uri(root) else root
+    trigger = NewFilesTrigger(pattern, state_path(state_root, spec.dag_id, pattern), schedule.poll_interval)
+    watcher = AssetWatcher(name=f"{spec.dag_id}.new_files", trigger=trigger)
+    return Asset(name=f"{spec.dag_id}.new_files", uri=f"dagspec://{spec.dag_id}/_new_files", watchers=[watcher])
 
 
 def asset_condition(schedule: AssetSchedule) -> Asset | AssetAll | AssetAny:

@@ -1,4 +1,4 @@
-"""The Airflow api-server, scheduler and dag-processor on SQLite, as local background processes."""
+"""The Airflow api-server, scheduler, dag-processor and triggerer on SQLite, as local background processes."""
 
 from __future__ import annotations
 
@@ -103,7 +103,8 @@ def airflow_up(
     run_dir: Path | None = None,
     timeout: float = 180.0,
 ) -> AirflowStatus:
-    """Start api-server (UI on 127.0.0.1:``port``), scheduler and dag-processor; wait until healthy."""
+    """Start api-server (UI on 127.0.0.1:``port``), scheduler, dag-processor and triggerer (it runs the
+    watchers of ``schedule: {files: ...}``); wait until healthy."""
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
     refuse_if_running(run_dir, AIRFLOW, "dagspec airflow down")
@@ -121,6 +122,7 @@ def airflow_up(
         ("api-server", [airflow, "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]),
         ("scheduler", [airflow, "scheduler"]),
         ("dag-processor", [airflow, "dag-processor"]),
+        ("triggerer", [airflow, "triggerer"]),
     ]
     group = ServiceGroup(AIRFLOW, [], {"url": url, "airflow_home": env["AIRFLOW_HOME"], "home": str(home)})
     try:
@@ -130,7 +132,8 @@ def airflow_up(
             if not all(p.running for p in group.processes):
                 raise fail_and_stop(group, run_dir, "an Airflow process exited while starting")
             health = airflow_health(url)
-            return all(health.get(c) == "healthy" for c in ("metadatabase", "scheduler", "dag_processor"))
+            components = ("metadatabase", "scheduler", "dag_processor", "triggerer")
+            return all(health.get(c) == "healthy" for c in components)
 
         if not wait_until(healthy, timeout, interval=1.0):
             raise fail_and_stop(group, run_dir, f"Airflow at {url} was not healthy within {timeout:.0f} s")
@@ -157,7 +160,7 @@ def airflow_status(*, home: Path | None = None, run_dir: Path | None = None) -> 
 
 
 def airflow_down(*, home: Path | None = None, run_dir: Path | None = None) -> str:
-    """Stop the api-server, scheduler and dag-processor, with every task process they started."""
+    """Stop the api-server, scheduler, dag-processor and triggerer, with every task process they started."""
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
     group = ServiceGroup.load(run_dir, AIRFLOW)

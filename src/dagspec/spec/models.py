@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from dagspec.spec.safety import check_conf
-from dagspec.spec.schedule import SCHEDULE_PRESETS, AssetSchedule, Schedule, check_cron
+from dagspec.spec.schedule import SCHEDULE_PRESETS, AssetSchedule, FilesSchedule, Schedule, check_cron
 from dagspec.spec.spec_input import SpecInput, StageInput
 from dagspec.spec.templates import is_templated
 
@@ -229,8 +229,8 @@ class PipelineSpec(_Model):
     description: str | None = Field(default=None, description="DAG description (shown in the UI)")
     schedule: Schedule | None = Field(
         default=None,
-        description="cron expression, preset (@daily, ...), null, or {assets: [dag_id.stage.output, ...]} "
-        "to run when other specs' outputs update (see docs/spec.md)",
+        description="cron expression, preset (@daily, ...), null, {assets: [dag_id.stage.output, ...]} "
+        "to run when other specs' outputs update, or {files: GLOB} to run on new files (see docs/spec.md)",
     )
     start_date: dt.datetime | dt.date | None = Field(default=None, description="first data interval (UTC)")
     catchup: bool = Field(default=False, description="backfill missed intervals")
@@ -322,9 +322,9 @@ class PipelineSpec(_Model):
 
     @field_validator("schedule")
     @classmethod
-    def _schedule_is_cron_or_preset(cls, schedule: str | AssetSchedule | None) -> str | AssetSchedule | None:
+    def _schedule_is_cron_or_preset(cls, schedule: Schedule | None) -> Schedule | None:
         if isinstance(schedule, str):
-            return check_cron(schedule, allowed=SCHEDULE_PRESETS, also=", null or {assets: [...]}")
+            return check_cron(schedule, allowed=SCHEDULE_PRESETS, also=", null, {assets: [...]} or {files: GLOB}")
         return schedule
 
     @field_validator("dag_id")
@@ -345,6 +345,7 @@ class PipelineSpec(_Model):
     @model_validator(mode="after")
     def _scheduled_needs_start_date(self) -> PipelineSpec:
         timed = self.schedule.cron if isinstance(self.schedule, AssetSchedule) else self.schedule
+        timed = None if isinstance(timed, FilesSchedule) else timed
         if timed not in (None, "@once") and self.start_date is None:
             raise ValueError("start_date is required when schedule is set to a time")
         return self

@@ -199,7 +199,11 @@ def model_fields_at(model: type[BaseModel], loc: ParamLocation) -> list[str]:
         current = _the_model_of(current)
     if isinstance(current, type) and issubclass(current, BaseModel):
         return [f.alias or name for name, f in current.model_fields.items() if not f.exclude]
-    return []
+    # a union of several models (the mapping forms of ``schedule``): the keys of any of them
+    models = [
+        a for a in (_the_model_of(a) for a in get_args(current)) if isinstance(a, type) and issubclass(a, BaseModel)
+    ]
+    return list(dict.fromkeys(f.alias or n for m in models for n, f in m.model_fields.items() if not f.exclude))
 
 
 def _the_model_of(annotation: Any) -> Any:

@@ -5,6 +5,8 @@ Every stage output is an Airflow asset named ``<dag_id>.<stage>.<output>`` (the 
 the default), any of them (``when: any``), or, with ``cron``, also at the cron's times (Airflow's
 ``AssetOrTimeSchedule``). Whether the names exist is checked against the other specs of the
 folder (``dagspec.spec.asset_links``); the Airflow objects are built by ``dagspec.airflow.schedule``.
+``schedule: {files: GLOB}`` runs the DAG once per batch of new files matching a local glob (an
+``AssetWatcher`` the triggerer runs, ``dagspec.airflow.new_files``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ ASSET_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_
 UNION_TAG_PREFIX = "tag-"
 _CRON_TAG = f"{UNION_TAG_PREFIX}cron"
 _ASSETS_TAG = f"{UNION_TAG_PREFIX}assets"
+_FILES_TAG = f"{UNION_TAG_PREFIX}files"
 
 
 def check_cron(value: str, *, allowed: set[str], also: str = "") -> str:
@@ -84,11 +87,39 @@ class AssetSchedule(BaseModel):
         return None if cron is None else check_cron(cron, allowed=CRON_PRESETS)
 
 
+class FilesSchedule(BaseModel):
+    """Run once per batch of new files matching a glob (a file is new until a run was queued for it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    files: str = Field(
+        min_length=1,
+        description="a glob of local files, relative to the project directory or absolute (data/incoming/day_*.tsv); "
+        "each poll that finds new, no longer growing files queues one run",
+    )
+    poll_interval: float = Field(default=30, ge=1, le=3600, description="seconds between two looks at the folder")
+
+    @field_validator("files")
+    @classmethod
+    def _files_is_a_local_glob(cls, files: str) -> str:
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", files):
+            raise ValueError(f"expected a local path or glob (the triggerer lists it on its own disk), got {files!r}")
+        if files.endswith("/"):
+            raise ValueError(f"expected a glob of files, got the folder {files!r}: add a pattern, e.g. {files}*")
+        if ".." in files.split("/"):
+            raise ValueError(f"a '..' in the glob is not allowed: write it from the project directory, got {files!r}")
+        return files
+
+
 def _schedule_form(value: Any) -> str:
+    if isinstance(value, FilesSchedule) or (isinstance(value, dict) and "files" in value):
+        return _FILES_TAG
     return _ASSETS_TAG if isinstance(value, dict | AssetSchedule) else _CRON_TAG
 
 
 Schedule = Annotated[
-    Annotated[str, Tag(_CRON_TAG)] | Annotated[AssetSchedule, Tag(_ASSETS_TAG)],
+    Annotated[str, Tag(_CRON_TAG)]
+    | Annotated[AssetSchedule, Tag(_ASSETS_TAG)]
+    | Annotated[FilesSchedule, Tag(_FILES_TAG)],
     Discriminator(_schedule_form),
 ]
