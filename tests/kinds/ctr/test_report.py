@@ -80,6 +80,24 @@ def test_report_without_the_published_curve(tmp_path: Path) -> None:
     }
 
 
+def test_report_draws_the_intervals_as_error_bars(tmp_path: Path) -> None:
+    small = _evaluation(tmp_path / "a", 0.70, 0.14, 1.0)
+    metrics = json.loads((Path(small) / "metrics.json").read_text())
+    metrics.update({"roc_auc_ci": [0.66, 0.74], "log_loss_ci": [0.13, 0.15]})
+    (Path(small) / "metrics.json").write_text(json.dumps(metrics))
+    inputs = {"xgb__1000": small, "xgb__10000": _evaluation(tmp_path / "b", 0.75, 0.13, 3.0)}
+    ctx = _ctx(tmp_path)
+    report(inputs, ReportParams(published=False), ctx)
+    out = Path(ctx.output_path("report"))
+    curves = json.loads((out / "curves.json").read_text())
+    # only the point with an interval has one; the table keeps the benchmark's columns
+    assert curves["ROC AUC interval"] == {"xgb": [[1000, 0.66, 0.74]]}
+    assert curves["Log loss interval"] == {"xgb": [[1000, 0.13, 0.15]]}
+    header = (out / "metrics.tsv").read_text().splitlines()[0].split("\t")
+    assert header == ["Engine", "Train size", "ROC AUC", "Log loss", "Train time", "Maximum memory", "CPU load"]
+    assert (out / "auc.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_report_role_without_a_point_is_refused(tmp_path: Path) -> None:
     inputs = {"xgb": _evaluation(tmp_path / "a", 0.7, 0.1, 1.0)}
     with pytest.raises(StageFailedError, match=r"name it <engine>__<train size>"):

@@ -3,8 +3,9 @@
 Each input role is one (engine, train size) point: ``params.points[role]``, else a role named
 ``<engine>__<size>`` (``xgb_single__10000``). Writes ``report/metrics.tsv`` with exactly the
 benchmark's columns, one PNG per metric against the train size (log x), one line per engine, and
-``report/curves.json`` with the plotted points. The ROC AUC and log loss plots also draw the
-published curve the benchmark reproduces (``published``, see ``kinds/ctr/published.py``).
+``report/curves.json`` with the plotted points (and ``"ROC AUC interval"`` / ``"Log loss
+interval"``: evaluate's confidence intervals, drawn as error bars, when the reports have them). The
+ROC AUC and log loss plots also draw the published curve the benchmark reproduces (``published``, see ``kinds/ctr/published.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class ReportParams(StageParams):
 
 
 COLUMNS = ["Engine", "Train size", "ROC AUC", "Log loss", "Train time", "Maximum memory", "CPU load"]
+# column -> evaluate's interval key: error bars in the plots (metrics.tsv keeps the benchmark's columns)
+INTERVALS = {"ROC AUC": "roc_auc_ci", "Log loss": "log_loss_ci"}
 # column -> key in evaluate's metrics.json
 KEYS = {
     "ROC AUC": "roc_auc",
@@ -109,11 +112,17 @@ def report(inputs: Inputs, params: ReportParams, ctx: StageContext) -> Outputs:
         if params.engines is not None and engine not in params.engines:
             continue
         metrics = read_report(directory)
-        rows.append({"Engine": engine, "Train size": size, **{col: metrics.get(key) for col, key in KEYS.items()}})
+        ends = {}
+        for column, key in INTERVALS.items():
+            low, high = metrics.get(key) or (None, None)
+            ends.update({f"{column} low": low, f"{column} high": high})
+        rows.append(
+            {"Engine": engine, "Train size": size, **{col: metrics.get(key) for col, key in KEYS.items()}, **ends}
+        )
     rows.sort(key=lambda r: (r["Engine"], r["Train size"]))
     out = ctx.local_output_dir("report")
     with (out / "metrics.tsv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS, delimiter="\t", lineterminator="\n")
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore", delimiter="\t", lineterminator="\n")
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
@@ -138,6 +147,17 @@ def learning_curves(rows: list[dict[str, Any]], published: bool) -> dict[str, di
         if published and column in seed.CURVES:
             series[seed.LABEL] = [[size, value] for size, value in sorted(seed.CURVES[column].items())]
         curves[column] = series
+        if column in INTERVALS:  # "<column> interval": engine -> [[train size, low, high], ...]
+            bars = {
+                engine: sorted(
+                    [r["Train size"], r[f"{column} low"], r[f"{column} high"]]
+                    for r in rows
+                    if r["Engine"] == engine and r[f"{column} low"] is not None
+                )
+                for engine in sorted({r["Engine"] for r in rows})
+            }
+            if any(bars.values()):
+                curves[f"{column} interval"] = {engine: points for engine, points in bars.items() if points}
     return curves
 
 
@@ -151,10 +171,16 @@ def plot_learning_curves(curves: dict[str, dict[str, list[list[float]]]], out: P
     units = {"Train time": " (s)", "Maximum memory": " (MB)"}
     for column, filename in PLOTS.items():
         fig, ax = plt.subplots(figsize=(6, 4))
+        bars = curves.get(f"{column} interval", {})
         for name, points in curves[column].items():
             xs, ys = [p[0] for p in points], [p[1] for p in points]
+            ends = {p[0]: (p[1], p[2]) for p in bars.get(name, [])}
             if name == seed.LABEL:
                 ax.plot(xs, ys, label=name, linestyle="--", color="0.4", marker="s")
+            elif ends:  # the confidence intervals as error bars (none at points without one)
+                below = [y - ends.get(x, (y, y))[0] for x, y in zip(xs, ys, strict=True)]
+                above = [ends.get(x, (y, y))[1] - y for x, y in zip(xs, ys, strict=True)]
+                ax.errorbar(xs, ys, yerr=[below, above], label=name, marker="o", capsize=3)
             else:
                 ax.plot(xs, ys, label=name, marker="o")
         ax.set_xscale("log")
