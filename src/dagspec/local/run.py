@@ -88,7 +88,10 @@ def stage_rows(spec: PipelineSpec, overrides: dict[str, Any], storage_root: str 
                 "matrix": {"stage": spec.written_stage(stage.name), "values": spec.matrix_of(stage.name)}
                 if spec.matrix_of(stage.name)
                 else None,
-                "inputs": {role: f"{i.stage}.{i.output}" for role, i in stage.inputs.items()},
+                # another spec's output as <dag_id>.<stage>.<output>, its asset name
+                "inputs": {
+                    role: f"{i.spec + '.' if i.spec else ''}{i.stage}.{i.output}" for role, i in stage.inputs.items()
+                },
                 "fingerprint": stage.fingerprint,
                 "provisional": bool(stage.pending),  # decided once the pending upstream stages commit
                 "state": status.state,
