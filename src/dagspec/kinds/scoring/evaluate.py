@@ -3,7 +3,9 @@
 The model runs once; its predictions are persisted and reduced to metrics in two passes, never
 collected (``metrics``: the confusion matrix pass and the exact rank-aggregation ROC AUC pass).
 The report is a files output: ``metrics.json``, ``roc.json`` (the curves, for compare) and
-``roc.png``.
+``roc.png``; with ``key_col``, ``placements/`` (per-row DeLong placements, for paired tests).
+Every metric has a confidence interval: DeLong's for the ROC AUCs (from the AUC's own pass), a
+seeded Poisson bootstrap for accuracy and log loss (``bootstrap``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ Two passes over the (persisted) predictions, which ``evaluate`` builds as ``labe
    negative counts and ``sum(pos_s * (neg_below_s + neg_s / 2))`` over its distinct scores; the
    driver adds the negatives of the lower partitions. That is the Mann-Whitney statistic with
    ties counted half, i.e. exactly sklearn's ``roc_auc_score``. The same pass keeps about
-   ``curve_points`` points of each exact ROC curve for the plots.
+   ``curve_points`` points of each exact ROC curve for the plots, and the sums of the squared
+   placements that give DeLong's variance (``intervals.PlacementSums``, chained the same way).
 
 Only per-(label, prediction) counts and per-partition summaries reach the driver.
 """
