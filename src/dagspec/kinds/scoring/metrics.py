@@ -180,11 +180,13 @@ def roc_pass(
     # a point every `step` rows of a class inside each partition: about curve_points per class
     steps = {k: max(1.0, (pos + neg) / curve_points) for k, (pos, neg) in class_totals.items()}
     n_partitions = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
-    # range partitioning sends equal (k, score) keys to one partition, so every tie is complete
-    # inside one partition; the ties are counted in Python, not by a groupBy, which the optimizer
-    # may give a hash shuffle of its own (it did, with a row key kept: partitions then overlap)
+    # the JVM counts the ties; then range partitioning sends equal (k, score) keys to one
+    # partition, sorted, and nothing after it may shuffle again: a groupBy placed after the range
+    # exchange was given a hash shuffle of its own when a row key was kept (partitions overlapped).
+    # The Python step merges any (k, score) the aggregation left split (none when it ran whole).
     distinct = (
-        pairs.select("k", "score", "pos")
+        pairs.groupBy("k", "score")
+        .agg(F.sum("pos").alias("pos"), F.sum(1.0 - F.col("pos")).alias("neg"))
         .repartitionByRange(n_partitions, "k", "score")
         .sortWithinPartitions("k", "score")
         .mapInPandas(_distinct_scores, _DISTINCT_SCHEMA)
@@ -216,7 +218,7 @@ def _sums(total: Any) -> PlacementSums:
 
 
 def _distinct_scores(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """Sorted (k, score, pos) rows -> (k, score, pos, neg) per distinct score; a tie may span batches."""
+    """Sorted (k, score, pos, neg) rows -> one row per distinct (k, score); a tie may span batches."""
     carry: pd.DataFrame | None = None
     for batch in batches:
         if carry is not None:
@@ -233,13 +235,13 @@ def _distinct_scores(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
 
 
 def _count_ties(rows: pd.DataFrame) -> pd.DataFrame:
-    grouped = rows.groupby(["k", "score"], sort=True)["pos"].agg(["sum", "count"]).reset_index()
+    grouped = rows.groupby(["k", "score"], sort=True)[["pos", "neg"]].sum().reset_index()
     return pd.DataFrame(
         {
             "k": grouped["k"].astype("int32"),
             "score": grouped["score"],
-            "pos": grouped["sum"].astype("float64"),
-            "neg": (grouped["count"] - grouped["sum"]).astype("float64"),
+            "pos": grouped["pos"].astype("float64"),
+            "neg": grouped["neg"].astype("float64"),
         }
     )
 
