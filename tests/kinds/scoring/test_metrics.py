@@ -118,3 +118,17 @@ def test_one_hot_and_fractional_labels(spark) -> None:
         label_index(df.schema["value"].dataType, F.col("value"), [0, 1, 2]).alias("b"),
     ).collect()
     assert [(r["a"], r["b"]) for r in rows] == [(2, 2), (0, -1), (1, 1)]
+
+
+def test_binary_auc_of_a_million_continuous_scores(spark) -> None:
+    # with this data in a local[2] session, the former pass (groupBy after the range shuffle) got a
+    # hash shuffle of its own: partitions overlapped and the AUC came out 0.650 instead of 0.802, silently
+    n = 1_000_000
+    base = spark.range(n, numPartitions=4).withColumn("label_idx", (F.rand(1) < 0.3).cast("int"))
+    p1 = 1 / (1 + F.exp(-(1.2 * F.col("label_idx") + F.randn(2) - 0.8)))
+    probs = base.select("label_idx", F.array(1 - p1, p1).alias("probability")).persist()
+    local = probs.select("label_idx", F.col("probability")[1]).toPandas().to_numpy()  # the reference only
+    positives = float(local[:, 0].sum())
+    aucs, _ = roc_curves(spark, _scored(probs), [0, 1], {1: (positives, n - positives)}, curve_points=100)
+    assert aucs["1"] == pytest.approx(roc_auc_score(local[:, 0], local[:, 1]), abs=1e-9)
+    probs.unpersist()
