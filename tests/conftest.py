@@ -78,7 +78,6 @@ SHARED_GROUPS = {
     # clients of the shared server: a plugin test elsewhere restarts it (its code hash changes)
     "tests/job/test_failure.py": "connect-server",
     "tests/airflow/test_operator_failure.py": "connect-server",
-    "tests/airflow/test_asset_events.py": "connect-server",
     "tests/kinds/scoring/": "scoring-models",
 }
 

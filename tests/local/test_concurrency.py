@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dagspec.checkpoint import LATEST
 from tests.conftest import CRITEO_SAMPLE, REPO
 
 pytestmark = pytest.mark.integration
@@ -43,6 +45,10 @@ def test_two_concurrent_runs_both_succeed_with_one_checkpoint_per_stage(tmp_path
     assert [run.returncode for run in runs] == [0, 0], "\n".join(o[-3000:] for o in outputs)
     for stage in ("raw", "balanced", "train_out"):
         entries = sorted(p.name for p in (storage / "race" / stage).iterdir())
-        assert len(entries) == 1, entries  # one committed checkpoint, no temporary, lease or replaced copy
-        assert (storage / "race" / stage / entries[0] / "_SUCCESS").exists()
+        # one committed checkpoint, no temporary, lease or replaced copy; and the pointer other specs
+        # read, naming it
+        checkpoints = [name for name in entries if name != LATEST]
+        assert len(entries) == 2 and len(checkpoints) == 1, entries
+        assert (storage / "race" / stage / checkpoints[0] / "_SUCCESS").exists()
+        assert json.loads((storage / "race" / stage / LATEST).read_text())["fingerprint"] == checkpoints[0]
     assert (storage / "exports" / "out" / "race" / "_DAGSPEC_EXPORT.json").exists()

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -86,6 +87,22 @@ def show(project: dict[str, Path], *params: str) -> dict[str, dict]:
     return {row["name"]: row for row in json.loads(done.stdout)}
 
 
+def asset_events(project: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
+    """Asset name -> the extra of each event this project's runs emitted, oldest first (Airflow's DB;
+    the session's Airflow home is shared, the storage root is this project's)."""
+    with sqlite3.connect(Path(project["airflow"]) / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT a.name, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "WHERE e.source_dag_id = 'ctr_demo' ORDER BY e.id"
+        ).fetchall()
+    found: dict[str, list[dict[str, Any]]] = {}
+    for name, text in rows:
+        extra = json.loads(text)
+        if str(extra.get("checkpoint", "")).startswith(f"{project['storage']}/"):
+            found.setdefault(name, []).append(extra)
+    return found
+
+
 def test_first_run_computes_every_stage(project) -> None:
     # spark mode's whole run is the killed-driver test below (and the cluster tests', tests/local/test_cluster.py)
     assert {r["state"] for r in show(project).values()} == {"missing"}
@@ -114,6 +131,23 @@ def test_first_run_computes_every_stage(project) -> None:
     assert re.search(r"^ctr_demo: success in [0-9.]+ s; 5 stages: 5 ran, 0 hits$", done.stdout, re.M), done.stdout
     exported = project["storage"] / "exports" / "out" / "ctr_demo" / "train"
     assert re.search(rf"^published \(exports\):\n  train_out +{exported}$", done.stdout, re.M), done.stdout
+    # each output's asset event says what its stage made, as its manifest records it
+    events = asset_events(project)
+    assert {name.split(".")[1] for name in events} == set(rows) - {"train_out"}  # an export has no output asset
+    for name, extras in events.items():
+        (extra,) = extras
+        stage, output = name.split(".")[1:]
+        manifest = committed[f"{stage}/{rows[stage]['fingerprint']}"]
+        assert extra["fingerprint"] == manifest["fingerprint"] and extra["stage"] == stage
+        assert Path(extra["checkpoint"]) == project["storage"] / "ctr_demo" / stage / manifest["fingerprint"] / output
+        assert extra.get("rows_out") == (manifest.get("rows") or {}).get(output)
+    raw = events["ctr_demo.raw.data"][0]
+    assert (
+        raw["rows_out"] > 0
+        and raw["rows_rejected"] == committed[f"raw/{rows['raw']['fingerprint']}"]["metrics"]["rows_rejected"]
+    )
+    assert events["ctr_demo.raw_checked.data"][0]["violations"] == 0
+    assert events["ctr_demo.split.train"][0]["rows_out"] + events["ctr_demo.split.test"][0]["rows_out"] == 42
 
 
 def task_outcome(done: subprocess.CompletedProcess[str], stage: str) -> str:
@@ -144,6 +178,10 @@ def test_second_run_is_all_checkpoint_hits(project) -> None:
         assert task_outcome(done, name) == f"hit {row['output']}"
     assert "Spark-Submit cmd" not in log
     assert re.search(r"^ctr_demo: success in [0-9.]+ s; 5 stages: 0 ran, 5 hits$", done.stdout, re.M), done.stdout
+    # a hit emits its asset events too, saying what the run that committed the checkpoint said
+    events = asset_events(project)
+    assert all(len(extras) == 2 for extras in events.values()), {k: len(v) for k, v in events.items()}
+    assert {name: extras[1] for name, extras in events.items()} == {name: extras[0] for name, extras in events.items()}
 
 
 def test_changing_one_param_reruns_exactly_the_affected_stages(project) -> None:
