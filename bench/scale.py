@@ -22,7 +22,12 @@ The project home (``--home``: its own Airflow home and SQLite DB, migrated once 
 runs; ``dags/`` and ``jobs/`` link to this checkout) gets its own Spark Connect server on a free
 port for each run, stopped at the end, with Spark event logs on (``SPARK_CONF_DIR``), so every
 run starts from a fresh server JVM. ``--reuse-env`` instead uses the caller's Airflow home and
-Connect server (the test suite's smoke; shuffle bytes are then not read).
+Connect server (the test suite's smoke; shuffle bytes are then not read). ``--master`` picks the
+server's master (``local[1]``, ``local[2]``, a standalone cluster's ``spark://...``) for the
+time-against-cores curve:
+
+    .venv/bin/python bench/scale.py run ctr --size 1000000 --engines lr --master 'local[1]' --out ...
+    .venv/bin/dagspec cluster up   # two workers of one core each; then --master spark://127.0.0.1:7077
 
 Per stage: the task's wall as Airflow records it, the stage's own time (its manifest), CPU seconds
 of every process involved inside the stage's window (``/proc`` of the ``dagspec run`` tree and the
@@ -155,6 +160,7 @@ def environment(args: argparse.Namespace, work: Path) -> dict[str, str]:
         "DAGSPEC_PIPELINES": env["DAGSPEC_PIPELINES"],
         "DAGSPEC_STORAGE_ROOT": env["DAGSPEC_STORAGE_ROOT"],
         "DAGSPEC_CONNECT_PORT": str(_free_port()),
+        "DAGSPEC_CONNECT_MASTER": args.master,
         "SPARK_CONF_DIR": str(work / "conf"),
         "PYTHONPATH": str(code / "src"),
         "PYSPARK_PYTHON": sys.executable,
@@ -244,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
         "load_avg_start": [round(x, 2) for x in load0],
         "load_avg_end": [round(x, 2) for x in os.getloadavg()],
         "cores": os.cpu_count(),
+        "master": args.master,
         "code": env.get("PYTHONPATH", str(REPO / "src")),
     }
     rows = []
@@ -299,6 +306,13 @@ def main() -> int:
     p.add_argument("--xgb-rounds", type=int, default=200)
     p.add_argument("--rf-trees", type=int, default=160)
     p.add_argument("--with-model", action="store_true", help="physics: the HLF model for one epoch")
+    p.add_argument(
+        "--master",
+        default="local[*]",
+        help="the run's Connect server's master: local[*] (default), local[1], local[2], or a standalone "
+        "cluster's spark://host:port (`dagspec cluster up`); rows of other masters than local[*] make "
+        "the report's time-against-cores table",
+    )
     p.add_argument("--home", type=Path, default=Path("/tmp/dagspec-scale"), help="the private project home")
     p.add_argument("--work", type=Path, help="this run's folder (default: <home>/runs/<pipeline>-<size>-<time>)")
     p.add_argument("--reuse-env", action="store_true", help="use the caller's Airflow home and Connect server")

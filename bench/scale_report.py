@@ -13,15 +13,41 @@ MB = 1024 * 1024
 RSS_COLUMNS = (("client", "peak_rss_mb"), ("driver_jvm", "peak_rss_mb"), ("connect_server", "peak_rss_mb"))
 
 
-def load_rows(paths: list[Path]) -> dict[tuple[str, int, str], dict[str, Any]]:
-    """``{(pipeline, size, task): row}``; a later row of the same key replaces an earlier one."""
+DEFAULT_MASTER = "local[*]"
+
+
+def load_rows(paths: list[Path]) -> dict[tuple[str, int, str, str], dict[str, Any]]:
+    """``{(pipeline, size, task, master): row}``; a later row of the same key replaces an earlier one."""
     rows = {}
     for path in paths:
         for line in path.read_text().splitlines():
             if line.strip():
                 row = json.loads(line)
-                rows[(row["pipeline"], row["size"], row["task"])] = row
+                rows[(row["pipeline"], row["size"], row["task"], row.get("master", DEFAULT_MASTER))] = row
     return rows
+
+
+def master_cores(master: str) -> str:
+    """How the time-against-cores table names a master: ``local[2]`` as is, a cluster by its address."""
+    return master if master.startswith("local[") else f"cluster {master.split('//', 1)[-1]}"
+
+
+def cores_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Per stage, its time on each master (one size): the time-against-cores table."""
+    masters = sorted({r.get("master", DEFAULT_MASTER) for r in rows})
+    lines = [
+        "| stage | rows | " + " | ".join(f"{master_cores(m)}: stage s / CPU s" for m in masters) + " |",
+        "|---|---:|" + "---:|" * len(masters),
+    ]
+    by_stage: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for r in rows:
+        if r.get("stage_s") is not None:
+            by_stage[r["stage"]][r.get("master", DEFAULT_MASTER)] = r
+    for stage, per in by_stage.items():
+        cells = [f"{_f(per[m]['stage_s'])} / {_f(per[m].get('cpu_s'))}" if m in per else "-" for m in masters]
+        n = next(iter(per.values())).get("rows")
+        lines.append(f"| {stage} | {_f(n)} | {' | '.join(cells)} |")
+    return lines
 
 
 def _f(value: Any, digits: int = 1) -> str:
@@ -126,8 +152,12 @@ def _plots(
 
 def report(paths: list[Path], plots: Path | None) -> str:
     """Per pipeline: the per-stage table, the whole runs, the slopes (and plots into ``plots``)."""
-    rows = load_rows(paths)
+    every = load_rows(paths)
+    rows = {k: r for k, r in every.items() if k[3] == DEFAULT_MASTER}
     out: list[str] = []
+    for pipeline, size in sorted({(k[0], k[1]) for k in every if k[3] != DEFAULT_MASTER}):
+        same = [r for k, r in every.items() if k[:2] == (pipeline, size) and r["stage"] != "_run"]
+        out += [f"### {pipeline} at {size:,}: time against cores", "", *cores_table(same), ""]
     for pipeline in sorted({k[0] for k in rows}):
         mine = sorted(
             (r for k, r in rows.items() if k[0] == pipeline), key=lambda r: (r["size"], r.get("stage_s") is None)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from bench import scale
-from bench.scale_report import slope
+from bench.scale_report import report, slope
 from dagspec.spec.loader import load_spec
 from tests.conftest import REPO
 
@@ -50,6 +50,22 @@ def test_generated_days_hold_the_train_size_and_a_test_day() -> None:
 def test_slope_is_taken_between_the_two_largest_sizes() -> None:
     assert slope([(1e4, 50.0), (1e5, 1.0), (1e6, 10.0)]) == pytest.approx(1.0)
     assert slope([(1e6, 10.0), (1e6, 12.0)]) is None  # rows did not change (the test side)
+
+
+def test_rows_of_other_masters_make_a_cores_table_and_stay_out_of_the_size_tables(tmp_path: Path) -> None:
+    def row(master: str, stage_s: float) -> dict[str, object]:
+        return {"pipeline": "ctr", "size": 10**6, "task": "hashed", "stage": "hashed", "master": master,
+                "state": "ran", "stage_s": stage_s, "cpu_s": 2 * stage_s, "rows": 10**6}  # fmt: skip
+
+    rows = tmp_path / "rows.jsonl"
+    masters = [("local[*]", 10.0), ("local[1]", 19.0), ("spark://127.0.0.1:7077", 12.0)]
+    rows.write_text("".join(json.dumps(row(m, s)) + "\n" for m, s in masters))
+    text = report([rows], None)
+    cores, per_stage = text.split("### ctr: per stage")
+    assert "| hashed | 1,000,000 | 127.0.0.1:7077" not in cores  # one row per stage, a column per master
+    assert "| hashed | 1,000,000 | 10.0 / 20.0 | 19.0 / 38.0 | 12.0 / 24.0 |" in cores
+    assert "local[1]: stage s / CPU s" in cores and "cluster 127.0.0.1:7077" in cores
+    assert per_stage.count("| hashed |") == 1 and "| 10.0 |" in per_stage  # only local[*] in the size table
 
 
 @pytest.mark.integration
