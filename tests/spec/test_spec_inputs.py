@@ -83,3 +83,29 @@ def test_a_spec_cannot_read_itself_this_way_nor_another_storage_root(tmp_path: P
         "r.yaml:5:20: stages.head.inputs.data: spec 'ctr_ingest' keeps its checkpoints under storage.root "
         "'.dagspec/storage', this one under '/elsewhere'; a spec reads another's output under the same storage root"
     )
+
+
+MODELS = (
+    "dag_id: models\nstages:\n  raw: {kind: read, params: {format: parquet, path: data/in}}\n"
+    "  xgb: {kind: train_xgboost, inputs: {train: raw}}\n"
+)
+
+
+def test_an_output_of_another_type_than_the_input_expects_is_refused_where_it_is_named(tmp_path: Path) -> None:
+    write_spec(tmp_path, MODELS, "models.yaml")
+    write_spec(tmp_path, _reader("{spec: models, output: xgb.model}"), "table.yaml")
+    evaluate = "stages:\n  eval:\n    kind: evaluate\n    inputs:\n      model: {spec: models, output: %s}\n" + (
+        "      data: {spec: models, output: raw.data}\n"
+    )
+    write_spec(tmp_path, evaluate % "raw.data", "files.yaml")
+    write_spec(tmp_path, evaluate % "xgb.model", "ok.yaml")
+    found = _load(tmp_path)
+    assert found["ok.yaml"] == "ok" and found["models.yaml"] == "ok"
+    assert found["table.yaml"] == (
+        "table.yaml:4:20: stages.head.inputs.data: 'models.xgb.model' is files (output 'model' of stage 'xgb', "
+        "kind 'train_xgboost', in spec 'models') but input 'data' of kind 'sample' expects table"
+    )
+    assert found["files.yaml"] == (
+        "files.yaml:5:14: stages.eval.inputs.model: 'models.raw.data' is table (output 'data' of stage 'raw', "
+        "kind 'read', in spec 'models') but input 'model' of kind 'evaluate' expects files"
+    )

@@ -20,6 +20,7 @@ from dagspec.errors import SpecIssue
 from dagspec.kinds.catalog import suggest
 from dagspec.spec.models import PipelineSpec
 from dagspec.spec.schedule import AssetSchedule
+from dagspec.spec.spec_input import SpecInput
 from dagspec.spec.yaml_source import dotted_location
 
 
@@ -56,10 +57,10 @@ def asset_link_issues(
     folder); ``invalid_dag_ids`` are the dag_ids of specs that failed to load.
     """
     owners: dict[str, str] = {}
-    roots: dict[str, str] = {}
+    by_dag_id: dict[str, PipelineSpec] = {}
     for spec in [*specs.values(), *others]:
         owners.update(dict.fromkeys(asset_names(spec), spec.dag_id))
-        roots[spec.dag_id] = spec.storage.root
+        by_dag_id[spec.dag_id] = spec
     invalid = sorted(invalid_dag_ids, key=len, reverse=True)
     issues: dict[Path, list[SpecIssue]] = {}
     links: list[_Link] = []
@@ -77,7 +78,7 @@ def asset_link_issues(
             elif not any(name.startswith(f"{dag_id}.") for dag_id in invalid):
                 issues.setdefault(path, []).append(SpecIssue(*where, _unknown(name, owners)))
     for path, spec in specs.items():
-        found = _spec_input_issues(spec, owners, roots, invalid)
+        found = _spec_input_issues(spec, owners, by_dag_id, invalid)
         if found:
             issues.setdefault(path, []).extend(found)
     paths = {spec.dag_id: path for path, spec in specs.items()}
@@ -91,10 +92,10 @@ def asset_link_issues(
 
 
 def _spec_input_issues(
-    spec: PipelineSpec, owners: Mapping[str, str], roots: Mapping[str, str], invalid: Sequence[str]
+    spec: PipelineSpec, owners: Mapping[str, str], by_dag_id: Mapping[str, PipelineSpec], invalid: Sequence[str]
 ) -> list[SpecIssue]:
-    """The stage inputs of ``spec`` that name no output of another spec of the folder, or one kept
-    under another storage root."""
+    """The stage inputs of ``spec`` that name no output of another spec of the folder, one kept
+    under another storage root, or one of another type (table, files) than the input expects."""
     issues = []
     for name, stage in spec.stages.items():
         for role, ref in stage.spec_inputs().items():
@@ -108,15 +109,32 @@ def _spec_input_issues(
                 if any(ref.asset.startswith(f"{dag_id}.") for dag_id in invalid):
                     continue
                 message = _unknown(ref.asset, owners)
-            elif roots[owner] != spec.storage.root:
+            elif by_dag_id[owner].storage.root != spec.storage.root:
                 message = (
-                    f"spec {owner!r} keeps its checkpoints under storage.root {roots[owner]!r}, this one under "
-                    f"{spec.storage.root!r}; a spec reads another's output under the same storage root"
+                    f"spec {owner!r} keeps its checkpoints under storage.root {by_dag_id[owner].storage.root!r}, "
+                    f"this one under {spec.storage.root!r}; a spec reads another's output under the same storage root"
                 )
             else:
-                continue
+                mismatch = _type_mismatch(spec, name, role, ref, by_dag_id[owner])
+                if mismatch is None:
+                    continue
+                message = mismatch
             issues.append(SpecIssue(*where, message))
     return issues
+
+
+def _type_mismatch(spec: PipelineSpec, stage: str, role: str, ref: SpecInput, upstream: PipelineSpec) -> str | None:
+    """Why another spec's output cannot feed this input (a table where files are expected, or the
+    reverse), or None when it fits or a type is not known."""
+    found = upstream.output_type(ref.stage, ref.output_name)
+    expected = spec.input_type(stage, role)
+    if found is None or expected is None or found == expected:
+        return None
+    return (
+        f"{ref.asset!r} is {found} (output {ref.output_name!r} of stage {ref.stage!r}, kind "
+        f"{upstream.stages[ref.stage].kind!r}, in spec {ref.spec!r}) but input {role!r} of kind "
+        f"{spec.stages[stage].kind!r} expects {expected}"
+    )
 
 
 def _unknown(name: str, owners: Mapping[str, str]) -> str:

@@ -91,6 +91,7 @@ def _expanded(written: PipelineSpec, issues: _IssueCollector, catalog: Catalog) 
     spec._positions = dict(issues.doc.value_positions)
     spec._key_positions = dict(issues.doc.key_positions)
     spec._stage_outputs = {}
+    spec._input_types = {}
     return spec
 
 
@@ -145,7 +146,7 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector, catalog: Catalog)
             continue
         kinds[name] = kind
         outputs[name] = _check_params(spec, name, kind, issues)
-        spec._stage_outputs[name] = tuple(outputs[name])
+        spec._stage_outputs[name] = {output: type_.value for output, type_ in outputs[name].items()}
 
     for name, stage in spec.stages.items():
         kind = kinds.get(name)
@@ -159,8 +160,10 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector, catalog: Catalog)
                     at_key=True,
                 )
                 continue
-            if isinstance(ref, str):  # another spec's output is checked with the folder (asset_links)
+            if isinstance(ref, str):
                 _check_reference(spec, name, ref, loc, outputs, _input_role(kind, role), issues)
+            elif (wanted := _input_role(kind, role)) is not None:  # checked with the folder (asset_links)
+                spec._input_types[(name, role)] = wanted.type.value
         if kind is not None:
             for role, spec_role in kind.inputs.items():
                 if spec_role.required and role not in stage.inputs:

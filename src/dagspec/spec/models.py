@@ -256,7 +256,10 @@ class PipelineSpec(_Model):
         min_length=1, description="name (the task_id) -> stage; edges come from inputs only"
     )
     source: str = Field(default="", exclude=True)
-    _stage_outputs: dict[str, tuple[str, ...]] = PrivateAttr(default_factory=dict)
+    # filled by the loader: stage -> output -> its type ("table", "files"), and (stage, role) -> the
+    # type that input expects (roles of kinds that take any type are absent)
+    _stage_outputs: dict[str, dict[str, str]] = PrivateAttr(default_factory=dict)
+    _input_types: dict[tuple[str, str], str] = PrivateAttr(default_factory=dict)
     # filled by the loader: YAML positions, and for each stage of a matrix expansion the stage as
     # written and its matrix values
     _positions: dict[Location, tuple[int, int]] = PrivateAttr(default_factory=dict)
@@ -266,7 +269,15 @@ class PipelineSpec(_Model):
 
     def outputs_of(self, stage: str) -> tuple[str, ...]:
         """Output names of a stage as known at load time (templated params: the kind's defaults)."""
-        return self._stage_outputs.get(stage, ())
+        return tuple(self._stage_outputs.get(stage, ()))
+
+    def output_type(self, stage: str, output: str) -> str | None:
+        """The type of a stage output as known at load time ("table", "files"), None if unknown."""
+        return self._stage_outputs.get(stage, {}).get(output)
+
+    def input_type(self, stage: str, role: str) -> str | None:
+        """The type a stage's input expects ("table", "files"), None when its kind takes any."""
+        return self._input_types.get((stage, role))
 
     def written_stage(self, stage: str) -> str:
         """The stage as written in the file: a matrix stage for its expansions, else ``stage`` itself."""
