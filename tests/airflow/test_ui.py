@@ -1,6 +1,7 @@
-"""The Airflow UI and REST path, for real: `airflow_up` (api-server, scheduler, dag-processor on
-SQLite), a pipeline triggered through REST API v2 with overridden params, the trigger form in
-headless Chromium, and a one-minute schedule picked up by the scheduler.
+"""The Airflow UI and REST path, for real: the session's `airflow_up` (api-server, scheduler,
+dag-processor and triggerer on SQLite, tests/airflow/live.py), a pipeline triggered through REST
+API v2 with overridden params, the trigger form in headless Chromium, and a one-minute schedule
+picked up by the scheduler.
 
 Needs Debian's chromium and chromium-driver for the browser test (skipped with the reason
 otherwise): `apt-get install -y chromium chromium-driver`.
@@ -8,23 +9,18 @@ otherwise): `apt-get install -y chromium chromium-driver`.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dagspec.local.airflow_server import AirflowStatus, airflow_down, airflow_up
 from dagspec.plan.resolve import default_context, resolve_pipeline
-from dagspec.processes import free_port, tail
 from dagspec.spec.loader import load_spec
+from tests.airflow.live import RUN_TIMEOUT_S, Airflow, runs, task_report, wait_for_dag, wait_for_run
 from tests.conftest import CRITEO_SAMPLE, REPO
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -49,7 +45,6 @@ stages:
     kind: read
     params: {format: tsv, path: "%s", schema: criteo}
 """
-RUN_TIMEOUT_S = 1200.0
 BROWSER_FLAGS = (
     "--headless=new",
     "--no-sandbox",
@@ -63,113 +58,21 @@ BROWSER_FLAGS = (
 )
 
 
-class Api:
-    """The few REST API v2 calls the tests need, with a token from POST /auth/token."""
-
-    def __init__(self, url: str, password: str) -> None:
-        self.url = url
-        token = self._call("POST", "/auth/token", {"username": "admin", "password": password}, auth=False)
-        self.token = str(token["access_token"])
-
-    def _call(self, method: str, path: str, body: Any = None, *, auth: bool = True) -> Any:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if auth:
-            headers["Authorization"] = f"Bearer {self.token}"
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            raise AssertionError(f"{method} {path}: {exc.code} {exc.read().decode(errors='replace')}") from None
-
-    def get(self, path: str) -> Any:
-        return self._call("GET", path)
-
-    def post(self, path: str, body: Any) -> Any:
-        return self._call("POST", path, body)
-
-    def patch(self, path: str, body: Any) -> Any:
-        return self._call("PATCH", path, body)
-
-
-@dataclass
-class Airflow:
-    status: AirflowStatus
-    api: Api
-    root: Path
-    password: str
-
-    @property
-    def url(self) -> str:
-        assert self.status.url is not None
-        return self.status.url
-
-
-def _wait_for_dag(api: Api, dag_id: str, timeout: float = 300.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        dags = {d["dag_id"]: d for d in api.get("/api/v2/dags?limit=100")["dags"]}
-        if dag_id in dags:
-            return dags[dag_id]
-        time.sleep(2)
-    raise AssertionError(
-        f"{dag_id} not parsed within {timeout:.0f} s; import errors: {api.get('/api/v2/importErrors')}"
-    )
+def live_specs(root: Path) -> dict[str, str]:
+    """The shipped specs and the scheduler test's, in the session's Airflow (tests/airflow/live.py)."""
+    specs = {path.name: path.read_text() for path in SHIPPED}
+    specs[f"{SCHEDULED}.yaml"] = SCHEDULED_SPEC % CRITEO_SAMPLE
+    return specs
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
-    """Airflow on its own AIRFLOW_HOME, storage root and pipelines folder, stopped whatever happens."""
-    root = tmp_path_factory.mktemp("ui")
-    pipelines = root / "pipelines"
-    pipelines.mkdir()
-    for spec in SHIPPED:  # every shipped DAG's form is tested; none of them runs (they stay paused)
-        shutil.copy(spec, pipelines)
-    (pipelines / f"{SCHEDULED}.yaml").write_text(SCHEDULED_SPEC % CRITEO_SAMPLE)
-    run_dir = root / "run"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("DAGSPEC_HOME", str(REPO))
-        env.setenv("DAGSPEC_PIPELINES", str(pipelines))
-        env.setenv("DAGSPEC_AIRFLOW_HOME", str(root / "airflow"))
-        env.setenv("DAGSPEC_STORAGE_ROOT", str(root / "storage"))
-        env.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)  # local[*]: this test is about Airflow
-        started = time.monotonic()
-        try:
-            status = airflow_up(port=free_port(), home=REPO, run_dir=run_dir)
-            print(f"airflow up in {time.monotonic() - started:.1f} s\n{status}")
-            assert status.password_file is not None
-            password = json.loads(Path(status.password_file).read_text())["admin"]
-            assert status.url is not None
-            api = Api(status.url, password)
-            # unpaused first, so that the scheduler's run happens while the other tests work
-            _wait_for_dag(api, SCHEDULED)
-            api.patch(f"/api/v2/dags/{SCHEDULED}", {"is_paused": False})
-            yield Airflow(status, api, root, password)
-        except BaseException:
-            for log in sorted(run_dir.glob("*.log")):
-                print(f"--- {log.name} ---\n{tail(log, 40)}")
-            raise
-        finally:
-            print(airflow_down(run_dir=run_dir))
-
-
-def _wait_for_run(api: Api, dag_id: str, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    while time.monotonic() < deadline:
-        run = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
-        if run["state"] in ("success", "failed"):
-            return dict(run)
-        time.sleep(3)
-    raise AssertionError(f"{dag_id} {run_id} did not finish within {RUN_TIMEOUT_S:.0f} s")
-
-
-def _task_report(airflow: Airflow, dag_id: str, run_id: str) -> str:
-    tasks = airflow.api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
-    lines = [f"{t['task_id']}: {t['state']} (try {t['try_number']})" for t in tasks]
-    for log in sorted((airflow.root / "airflow" / "logs").glob(f"dag_id={dag_id}/run_id={run_id}/*/*.log")):
-        lines.append(f"--- {log} ---\n{tail(log, 25)}")
-    return "\n".join(lines)
+def airflow(live_airflow: Airflow) -> Iterator[Airflow]:
+    """The session's Airflow, with the every-minute DAG unpaused while this module runs."""
+    # unpaused first, so that the scheduler's run happens while the other tests work
+    wait_for_dag(live_airflow.api, SCHEDULED)
+    live_airflow.api.patch(f"/api/v2/dags/{SCHEDULED}", {"is_paused": False})
+    yield live_airflow
+    live_airflow.api.patch(f"/api/v2/dags/{SCHEDULED}", {"is_paused": True})  # no more runs for later modules
 
 
 def test_health_endpoint_reports_every_component(airflow: Airflow) -> None:
@@ -188,15 +91,15 @@ def test_rest_trigger_with_overridden_params(airflow: Airflow) -> None:
     half = airflow.root / "criteo_500.tsv"
     half.write_text("".join(CRITEO_SAMPLE.read_text().splitlines(keepends=True)[:500]))
     overrides = {"input": str(half), "test_fraction": 0.5}
-    dag = _wait_for_dag(airflow.api, TRIGGERED)
+    dag = wait_for_dag(airflow.api, TRIGGERED)
     assert dag["is_paused"]  # new DAGs start paused: a trigger alone would stay queued
     airflow.api.patch(f"/api/v2/dags/{TRIGGERED}", {"is_paused": False})
     started = time.monotonic()
     run = airflow.api.post(f"/api/v2/dags/{TRIGGERED}/dagRuns", {"logical_date": None, "conf": overrides})
     assert run["conf"] == overrides and run["run_type"] == "manual"
-    done = _wait_for_run(airflow.api, TRIGGERED, run["dag_run_id"])
+    done = wait_for_run(airflow.api, TRIGGERED, run["dag_run_id"])
     print(f"{TRIGGERED} via REST: {done['state']} in {time.monotonic() - started:.1f} s")
-    assert done["state"] == "success", _task_report(airflow, TRIGGERED, run["dag_run_id"])
+    assert done["state"] == "success", task_report(airflow, TRIGGERED, run["dag_run_id"])
 
     spec = load_spec(REPO / "pipelines" / f"{TRIGGERED}.yaml")
     storage = str(airflow.root / "storage")
@@ -279,10 +182,6 @@ def _login(driver: Any, airflow: Airflow) -> None:
     wait.until(lambda d: "/auth/login" not in d.current_url)
 
 
-def _runs(api: Api, dag_id: str) -> list[dict[str, Any]]:
-    return list(api.get(f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"])
-
-
 def test_every_shipped_dag_triggers_from_its_form_with_the_defaults(airflow: Airflow, tmp_path: Path) -> None:
     """Trigger enabled with the shipped defaults, and clicking it creates a run; the DAGs are
     paused first (the run stays queued, nothing computes) and "unpause on trigger" is unticked."""
@@ -292,7 +191,7 @@ def test_every_shipped_dag_triggers_from_its_form_with_the_defaults(airflow: Air
 
     dag_ids = [load_spec(path).dag_id for path in SHIPPED]
     for dag_id in dag_ids:
-        _wait_for_dag(airflow.api, dag_id)
+        wait_for_dag(airflow.api, dag_id)
         airflow.api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": True})
     driver = _browser(tmp_path)
     screenshots: list[Path] = []
@@ -300,7 +199,7 @@ def test_every_shipped_dag_triggers_from_its_form_with_the_defaults(airflow: Air
         wait = WebDriverWait(driver, 120)
         _login(driver, airflow)
         for dag_id in dag_ids:
-            before = {r["dag_run_id"] for r in _runs(airflow.api, dag_id)}
+            before = {r["dag_run_id"] for r in runs(airflow.api, dag_id)}
             screenshot = tmp_path / f"trigger_form_{dag_id}.png"
             screenshots.append(screenshot)
             driver.get(f"{airflow.url}/dags/{dag_id}")
@@ -315,7 +214,7 @@ def test_every_shipped_dag_triggers_from_its_form_with_the_defaults(airflow: Air
             assert submit.is_enabled(), f"{dag_id}: Trigger is disabled with the defaults (see {screenshot})"
             submit.click()
             deadline = time.monotonic() + 60
-            while not {r["dag_run_id"] for r in _runs(airflow.api, dag_id)} - before:
+            while not {r["dag_run_id"] for r in runs(airflow.api, dag_id)} - before:
                 assert time.monotonic() < deadline, f"{dag_id}: the trigger created no run"
                 time.sleep(1)
             assert airflow.api.get(f"/api/v2/dags/{dag_id}")["is_paused"], f"{dag_id} was unpaused"
@@ -340,5 +239,5 @@ def test_one_minute_schedule_gets_a_scheduled_run(airflow: Airflow) -> None:
     assert finished, f"no scheduled run of {SCHEDULED} finished within {RUN_TIMEOUT_S:.0f} s"
     run = finished[0]
     assert run["run_type"] == "scheduled" and run["triggered_by"] != "rest_api"
-    assert run["state"] == "success", _task_report(airflow, SCHEDULED, run["dag_run_id"])
+    assert run["state"] == "success", task_report(airflow, SCHEDULED, run["dag_run_id"])
     assert os.listdir(airflow.root / "storage" / SCHEDULED / "rows")
