@@ -1,0 +1,203 @@
+"""The FastAPI app of dagspec's UI view, mounted by the plugin on Airflow's API server at ``/dagspec``.
+
+Every page sits behind Airflow's own authentication and authorization: the user comes from the
+request's token (the ``Authorization`` header or the UI's ``_token`` cookie) and must be allowed
+to read the DAG's runs, exactly as for Airflow's ``/api/v2/dags/{dag_id}/dagRuns``. Files are
+served from the DAG's folder under its spec's storage root and nowhere else (``files``).
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Protocol
+
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, Response
+
+from dagspec.airflow.ui import files, pages
+from dagspec.airflow.ui.results import RunInfo, TaskInfo, compare_runs, find_spec, resolve_run, stage_rows
+from dagspec.errors import DagspecError
+from dagspec.plan.resolve import resolve_storage_root
+from dagspec.spec.models import PipelineSpec
+
+URL_PREFIX = "/dagspec"
+# the pages load nothing: images are inline, styles are in the page
+PAGE_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+FILE_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; sandbox"
+MAX_RUNS = 100
+
+
+class RunStore(Protocol):
+    """Where the pages read DAG runs and task instances (Airflow's metadata DB; a stand-in in tests)."""
+
+    def run(self, dag_id: str, run_id: str) -> RunInfo | None: ...
+
+    def tasks(self, dag_id: str, run_id: str) -> dict[str, TaskInfo]: ...
+
+    def recent(self, dag_id: str, limit: int) -> list[RunInfo]: ...
+
+
+class AirflowRunStore:
+    """Runs and task instances from Airflow's metadata DB."""
+
+    def run(self, dag_id: str, run_id: str) -> RunInfo | None:
+        from airflow.models.dagrun import DagRun
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            found = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+            return _run_info(found) if found is not None else None
+
+    def tasks(self, dag_id: str, run_id: str) -> dict[str, TaskInfo]:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            query = select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)
+            return {ti.task_id: TaskInfo(ti.state, ti.duration) for ti in session.scalars(query)}
+
+    def recent(self, dag_id: str, limit: int) -> list[RunInfo]:
+        from airflow.models.dagrun import DagRun
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            query = select(DagRun).where(DagRun.dag_id == dag_id).order_by(DagRun.run_after.desc()).limit(limit)
+            return [_run_info(run) for run in session.scalars(query)]
+
+
+def _run_info(run: Any) -> RunInfo:
+    """A ``DagRun`` row as the pages use it."""
+    return RunInfo(
+        dag_id=run.dag_id,
+        run_id=run.run_id,
+        state=str(run.state or ""),
+        conf=dict(run.conf or {}),
+        logical_date=run.logical_date,
+        start_date=run.start_date,
+        data_interval_start=run.data_interval_start,
+        data_interval_end=run.data_interval_end,
+    )
+
+
+def run_store() -> RunStore:
+    """The run store of the API server (overridden in tests)."""
+    return AirflowRunStore()
+
+
+_read_runs = requires_access_dag("GET", DagAccessEntity.RUN)
+
+
+def can_read_runs(request: Request, user: GetUserDep) -> None:
+    """Airflow's check for reading the runs of the path's ``dag_id``: 401 without a valid token,
+    403 for a user the auth manager does not let read that DAG's runs."""
+    _read_runs(request, user)
+
+
+Store = Annotated[RunStore, Depends(run_store)]
+READ = [Depends(can_read_runs)]
+
+
+def _html(text: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(text, status_code=status, headers={"Content-Security-Policy": PAGE_POLICY})
+
+
+def _base(request: Request) -> str:
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _spec(dag_id: str) -> PipelineSpec | HTMLResponse:
+    try:
+        return find_spec(dag_id)
+    except DagspecError as exc:
+        return _html(pages.error_page(dag_id, str(exc)), 404)
+
+
+def _root(spec: PipelineSpec) -> str:
+    return resolve_storage_root(spec)
+
+
+def _stage_of(names: Sequence[str], task_id: str) -> str | None:
+    if task_id in names:
+        return task_id
+    tail = task_id.rsplit(".", 1)[-1]  # a stage inside a task group
+    return tail if tail in names else None
+
+
+def create_app() -> FastAPI:
+    """The app the plugin mounts (``URL_PREFIX``)."""
+    app = FastAPI(title="dagspec results", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/dags/{dag_id}/runs/{run_id}", dependencies=READ, response_class=HTMLResponse)
+    def run_view(dag_id: str, run_id: str, request: Request, store: Store) -> HTMLResponse:
+        spec = _spec(dag_id)
+        if isinstance(spec, HTMLResponse):
+            return spec
+        run = store.run(dag_id, run_id)
+        if run is None:
+            return _html(pages.error_page(dag_id, f"no run {run_id!r} of {dag_id}"), 404)
+        try:
+            plan = resolve_run(spec, run)
+        except DagspecError as exc:
+            return _html(pages.error_page(f"{dag_id}: {run_id}", f"cannot resolve the run's stages: {exc}"), 409)
+        rows = stage_rows(plan, run, store.tasks(dag_id, run_id))
+        return _html(pages.run_page(_base(request), run, rows, _root(spec)))
+
+    @app.get("/dags/{dag_id}/runs/{run_id}/stages/{task_id}", dependencies=READ, response_class=HTMLResponse)
+    def stage_view(dag_id: str, run_id: str, task_id: str, request: Request, store: Store) -> HTMLResponse:
+        spec = _spec(dag_id)
+        if isinstance(spec, HTMLResponse):
+            return spec
+        run = store.run(dag_id, run_id)
+        if run is None:
+            return _html(pages.error_page(dag_id, f"no run {run_id!r} of {dag_id}"), 404)
+        try:
+            plan = resolve_run(spec, run)
+        except DagspecError as exc:
+            return _html(pages.error_page(f"{dag_id}: {run_id}", f"cannot resolve the run's stages: {exc}"), 409)
+        name = _stage_of(list(plan), task_id)
+        if name is None:
+            return _html(pages.error_page(dag_id, f"{task_id!r} is not a stage of {dag_id}"), 404)
+        rows = stage_rows(plan, run, store.tasks(dag_id, run_id))  # rows in read the upstream manifests
+        row = next(r for r in rows if r.stage.name == name)
+        return _html(pages.stage_page(_base(request), run, row, _root(spec)))
+
+    @app.get("/dags/{dag_id}/compare", dependencies=READ, response_class=HTMLResponse)
+    def compare_view(
+        dag_id: str,
+        request: Request,
+        store: Store,
+        metric: str = "roc_auc",
+        n: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 10,
+    ) -> HTMLResponse:
+        spec = _spec(dag_id)
+        if isinstance(spec, HTMLResponse):
+            return spec
+        compared = compare_runs(spec, store.recent(dag_id, n))
+        return _html(pages.compare_page(_base(request), dag_id, compared, metric, n))
+
+    @app.get("/dags/{dag_id}/files/{path:path}", dependencies=READ)
+    def file_view(dag_id: str, path: str) -> Response:
+        spec = _spec(dag_id)
+        if isinstance(spec, HTMLResponse):
+            return spec
+        try:
+            found = files.stored_file(_root(spec), dag_id, path)
+        except files.OutsideRootError as exc:
+            return _html(pages.error_page("refused", str(exc)), 400)
+        except FileNotFoundError:
+            return _html(pages.error_page("not found", f"no file {path!r} in {dag_id}'s checkpoints"), 404)
+        content = files.read_bytes(found.path)
+        if content is None:
+            return _html(pages.error_page("too large", f"{path} is larger than the UI serves"), 413)
+        kind = mimetypes.guess_type(Path(found.relative).name)[0] or "application/octet-stream"
+        headers = {"Content-Security-Policy": FILE_POLICY, "X-Content-Type-Options": "nosniff"}
+        return Response(content, media_type=kind, headers=headers)
+
+    return app

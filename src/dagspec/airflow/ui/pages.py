@@ -1,0 +1,229 @@
+"""The UI's three pages as HTML: a run's stages, one stage's results, and runs compared.
+
+Links are absolute paths under the app's mount point (``base``), so they work inside the iframe
+Airflow shows them in and in a tab of their own.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from pydantic import ValidationError
+
+from dagspec.airflow.ui import files
+from dagspec.airflow.ui.html import cell, data_uri, esc, image, line_plot, link, mapping_table, markdown, page
+from dagspec.airflow.ui.html import table as html_table
+from dagspec.airflow.ui.results import RunInfo, RunMetrics, StageRow, differing_params, metric_names, stage_metrics
+from dagspec.kinds.base import IOType
+from dagspec.kinds.model_card import MODEL_CARD, ModelCard
+
+
+def q(value: str) -> str:
+    """One path segment, quoted (run ids hold ``:`` and ``+``)."""
+    return quote(value, safe="")
+
+
+def run_url(base: str, dag_id: str, run_id: str) -> str:
+    return f"{base}/dags/{q(dag_id)}/runs/{q(run_id)}"
+
+
+def stage_url(base: str, dag_id: str, run_id: str, stage: str) -> str:
+    return f"{run_url(base, dag_id, run_id)}/stages/{q(stage)}"
+
+
+def compare_url(base: str, dag_id: str, **query: Any) -> str:
+    tail = f"?{urlencode(query)}" if query else ""
+    return f"{base}/dags/{q(dag_id)}/compare{tail}"
+
+
+def file_url(base: str, dag_id: str, relative: str) -> str:
+    return f"{base}/dags/{q(dag_id)}/files/{quote(relative)}"
+
+
+def _nav(base: str, run: RunInfo) -> list[tuple[str, str]]:
+    return [
+        (f"run {run.run_id}", run_url(base, run.dag_id, run.run_id)),
+        (f"compare runs of {run.dag_id}", compare_url(base, run.dag_id)),
+    ]
+
+
+def _cache(row: StageRow) -> str:
+    if row.ran is None:
+        return ""
+    return '<span class="ran">ran</span>' if row.ran else '<span class="hit">hit</span>'
+
+
+def run_page(base: str, run: RunInfo, rows: Sequence[StageRow], root: str) -> str:
+    """Every stage of a run: task state, ran or hit, fingerprint, cache reasons, rows, duration, checkpoint."""
+    headers = ["stage", "kind", "task", "cache", "fingerprint", "checkpoint now", "rows in", "rows out",
+               "quarantined", "duration s", "checkpoint"]  # fmt: skip
+    body_rows = []
+    for row in rows:
+        stage = row.stage
+        reasons = "; ".join(row.reasons)
+        state = f'<span class="{esc(row.state)}">{esc(row.state)}</span>' + (f": {esc(reasons)}" if reasons else "")
+        task_state = (row.task.state if row.task else None) or "-"
+        duration = (row.manifest or {}).get("duration_s")
+        checkpoint = posixpath.relpath(stage.checkpoint_dir, root) if stage.checkpoint_dir.startswith(root) else ""
+        body_rows.append([
+            f"<td>{link(stage_url(base, run.dag_id, run.run_id, stage.name), stage.name)}</td>",
+            f"<td>{esc(stage.kind)}</td>",
+            f'<td class="{esc(task_state)}">{esc(task_state)}</td>',
+            f"<td>{_cache(row)}</td>",
+            f'<td class="fp">{esc(stage.fingerprint)}</td>',
+            f"<td>{state}</td>",
+            cell(row.rows_in), cell(row.rows_out), cell(row.rows_rejected), cell(duration),
+            f'<td class="fp" title="{esc(stage.checkpoint_dir)}">{esc(checkpoint or stage.checkpoint_dir)}</td>',
+        ])  # fmt: skip
+    conf = mapping_table(dict(run.conf)) if run.conf else '<p class="muted">no conf: the spec\'s defaults</p>'
+    body = (
+        f"<p>state <b>{esc(run.state)}</b>, started {esc(run.start_date)}; storage root <code>{esc(root)}</code></p>"
+        f"<h2>Stages</h2>{html_table(headers, body_rows, css='stages')}<h2>Conf</h2>{conf}"
+    )
+    return page(f"{run.dag_id}: {run.run_id}", body, _nav(base, run))
+
+
+def _model_cards(checkpoint: str, names: Sequence[str]) -> str:
+    parts = []
+    for name in names:
+        if posixpath.basename(name) != MODEL_CARD:
+            continue
+        text = files.read_bytes(f"{checkpoint}/{name}")
+        try:
+            card = ModelCard.model_validate_json(text or b"")
+        except ValidationError as exc:
+            parts.append(f"<p class='failed'>{esc(name)} is not a valid model card: {esc(exc.errors()[0]['msg'])}</p>")
+            continue
+        classes = [f"{v} = {card.class_name(v)}" for v in card.classes]
+        facts = {
+            "flavor": card.flavor, "kind": card.kind, "task": card.task, "classes": ", ".join(classes),
+            "label column": card.label_col, "input columns": ", ".join(card.input_columns),
+            "train time s": card.train_time_s, "peak memory MB": card.peak_memory_mb, "artifact": card.artifact,
+        }  # fmt: skip
+        trained = [
+            [f"<td>{esc(role)}</td>", f"<td>{esc(d.stage)}.{esc(d.output)}</td>",
+             f'<td class="fp">{esc(d.fingerprint)}</td>', f'<td class="fp">{esc(d.content)}</td>']
+            for role, d in card.trained_on.items()
+        ]  # fmt: skip
+        parts.append(
+            f'<div class="model-card"><h3>Model card <code>{esc(name)}</code></h3>{mapping_table(facts)}'
+            f"<h3>Trained on</h3>{html_table(['role', 'data', 'fingerprint', 'content'], trained)}"
+            f"<h3>Training metrics</h3>{mapping_table(card.metrics)}<h3>Params</h3>{mapping_table(card.params)}</div>"
+        )
+    return "".join(parts)
+
+
+def _check_results(metrics: Mapping[str, Any]) -> str:
+    parts = []
+    results = metrics.get("results")
+    if isinstance(results, list) and results and all(isinstance(r, dict) for r in results):
+        rows = [[f"<td>{esc(r.get('column'))}</td>", f"<td>{esc(r.get('rule'))}</td>",
+                 f"<td>{esc(r.get('observed'))}</td>",
+                 f'<td class="{"passed" if r.get("passed") else "failed"}">{"ok" if r.get("passed") else "not met"}</td>']
+                for r in results]  # fmt: skip
+        parts.append(f"<h2>Check results</h2>{html_table(['column', 'rule', 'observed', 'result'], rows, css='check')}")
+    if "passed" in metrics and "metric" in metrics:  # a gate
+        verdict = "passed" if metrics.get("passed") else "failed"
+        facts = {k: metrics.get(k) for k in ("metric", "min", "max", "values", "intervals", "failures", "model")}
+        parts.append(f'<h2>Gate: <span class="{verdict}">{verdict}</span></h2>{mapping_table(facts)}')
+    return "".join(parts)
+
+
+def _reports(checkpoint: str, names: Sequence[str]) -> str:
+    parts, shown = [], set()
+    for name in names:
+        if not name.endswith(".md"):
+            continue
+        text = (files.read_bytes(f"{checkpoint}/{name}") or b"").decode("utf-8", errors="replace")
+        folder = posixpath.dirname(name)
+
+        def source(src: str, folder: str = folder) -> str | None:
+            target = posixpath.normpath(posixpath.join(folder, src))
+            if "://" in src or src.startswith("/") or target.startswith("..") or target not in names:
+                return None
+            shown.add(target)
+            content = files.read_bytes(f"{checkpoint}/{target}")
+            return data_uri(target, content) if content else None
+
+        parts.append(f'<div class="report"><p class="muted">{esc(name)}</p>{markdown(text, source)}</div>')
+    for name in names:
+        if name not in shown and data_uri(name, b"") is not None:
+            content = files.read_bytes(f"{checkpoint}/{name}")
+            if content:
+                parts.append(f"<h3>{esc(name)}</h3><p>{image(name, content)}</p>")
+    return "".join(parts)
+
+
+def stage_page(base: str, run: RunInfo, row: StageRow, root: str) -> str:
+    """One stage of a run: what its manifest says, its reports and plots, model cards, check results."""
+    stage, manifest = row.stage, row.manifest or {}
+    metrics = manifest.get("metrics") or {}
+    facts = {
+        "kind": stage.kind, "fingerprint": stage.fingerprint, "checkpoint now": row.state,
+        "cache reasons": "; ".join(row.reasons) or "-", "this run": {True: "ran", False: "hit"}.get(row.ran or False)
+        if row.ran is not None else "-", "task state": row.task.state if row.task else "-",
+        "rows in": row.rows_in, "rows out": manifest.get("rows"), "rows quarantined": row.rows_rejected,
+        "started": manifest.get("started"), "finished": manifest.get("finished"),
+        "duration s": manifest.get("duration_s"), "checkpoint": stage.checkpoint_dir,
+    }  # fmt: skip
+    body = [f"<h2>Stage</h2>{mapping_table(facts)}"]
+    if not row.manifest:
+        body.append('<p class="missing">no committed checkpoint at this run\'s fingerprint</p>')
+        return page(f"{run.dag_id}.{stage.name}", "".join(body), _nav(base, run))
+    tables = {name for name, kind in stage.outputs.items() if kind == IOType.TABLE}
+    names = files.checkpoint_files(stage.checkpoint_dir, tables)
+    headline = stage_metrics(manifest)
+    if headline:
+        body.append(f"<h2>Metrics</h2>{mapping_table(headline)}")
+    body.append(_check_results(metrics))
+    body.append(_reports(stage.checkpoint_dir, names))
+    body.append(_model_cards(stage.checkpoint_dir, names))
+    if manifest.get("params"):
+        body.append(f"<h2>Params</h2>{mapping_table(manifest['params'])}")
+    inside = (
+        posixpath.relpath(stage.checkpoint_dir, f"{root}/{run.dag_id}") if stage.checkpoint_dir.startswith(root) else ""
+    )
+    listed = [f"<li>{link(file_url(base, run.dag_id, f'{inside}/{n}'), n)}</li>" for n in names] if inside else []
+    body.append(f"<h2>Files</h2><ul>{''.join(listed)}</ul>" if listed else "")
+    return page(f"{run.dag_id}.{stage.name}", "".join(body), _nav(base, run))
+
+
+def compare_page(base: str, dag_id: str, compared: Sequence[RunMetrics], metric: str, limit: int) -> str:
+    """A metric across the last runs: a table (the params that differed beside it) and a plot."""
+    choices = metric_names(compared)
+    if metric not in choices and choices:
+        metric = next((m for m in choices if m == "roc_auc"), choices[0])
+    stages = sorted({s for c in compared for s, v in c.values.items() if metric in v})
+    varied = differing_params(compared)
+    rows = []
+    for c in compared:
+        values = [cell(c.values.get(s, {}).get(metric)) for s in stages]
+        params = [cell(c.params.get(p)) for p in varied]
+        state = f'<td class="{esc(c.run.state)}">{esc(c.run.state)}</td>'
+        rid = f"<td>{link(run_url(base, dag_id, c.run.run_id), c.run.run_id)}</td>"
+        rows.append([rid, f"<td>{esc(c.run.start_date)}</td>", state, *params, *values,
+                     f'<td class="failed">{esc(c.error)}</td>' if c.error else "<td></td>"])  # fmt: skip
+    headers = ["run", "started", "state", *[f"param {p}" for p in varied], *stages, ""]
+    oldest_first = list(reversed(compared))
+    series = {s: [c.values.get(s, {}).get(metric) for c in oldest_first] for s in stages}
+    labels = [c.run.run_id.split("__")[-1][:19] for c in oldest_first]
+    options = "".join(f"<option{' selected' if m == metric else ''}>{esc(m)}</option>" for m in choices)
+    form = (
+        f'<form method="get"><label>metric <select name="metric">{options}</select></label> '
+        f'<label>last <input name="n" type="number" min="1" max="100" value="{limit}"> runs</label> '
+        f"<button>show</button></form>"
+    )
+    body = (
+        f"{form}<h2>{esc(metric)} per stage, newest run first</h2>{html_table(headers, rows, css='compare')}"
+        f"<p class='muted'>params: the spec's defaults updated by each run's conf; only those that differ are shown</p>"
+        f"<h2>Plot, oldest run first</h2>{line_plot(series, labels, metric)}"
+    )
+    return page(f"{dag_id}: runs compared", body, [(f"compare runs of {dag_id}", compare_url(base, dag_id))])
+
+
+def error_page(title: str, message: str) -> str:
+    """A page saying why there is nothing to show."""
+    return page(title, f'<p class="failed">{esc(message)}</p>')

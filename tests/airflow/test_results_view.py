@@ -1,0 +1,237 @@
+"""dagspec's view in the Airflow UI, route by route (FastAPI's TestClient, no server, no Spark).
+
+The checkpoints are committed by hand at the fingerprints the shipped topology spec resolves to,
+with the files its stages write (a comparison report with its ROC plot, a model card, check
+results), so the pages read what a real run leaves.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import struct
+import zlib
+from datetime import UTC, datetime
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from dagspec.airflow.ui import app as view
+from dagspec.airflow.ui.results import RunInfo, TaskInfo, find_spec, resolve_run
+from dagspec.kinds.model_card import ModelCard, TrainingData
+from tests.conftest import REPO
+
+DAG = "topology_classifier"
+STARTED = datetime(2026, 12, 3, 20, 0, tzinfo=UTC)
+REPORT = """# Topology classifier
+
+| model | roc_auc | auc_QCD | auc_tt |
+|---|---:|---:|---:|
+| hlf_dense | 0.9971 | 0.9973 | 0.9972 |
+
+![ROC curves](roc.png)
+"""
+
+
+def png(width: int = 3, height: int = 2) -> bytes:
+    """A valid RGB PNG (red pixels)."""
+    raw = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+class Runs:
+    """Two finished runs of the DAG: the defaults, and one with 3 epochs (a stand-in for Airflow's DB)."""
+
+    def __init__(self) -> None:
+        self.runs = {  # newest first
+            "manual__new": RunInfo(DAG, "manual__new", "success", {}, None, STARTED),
+            "manual__old": RunInfo(DAG, "manual__old", "success", {"epochs": 3}, None, STARTED.replace(hour=19)),
+        }
+
+    def run(self, dag_id: str, run_id: str) -> RunInfo | None:
+        return self.runs.get(run_id) if dag_id == DAG else None
+
+    def tasks(self, dag_id: str, run_id: str) -> dict[str, TaskInfo]:
+        return {"comparison": TaskInfo("success", 3.1), "hlf_classifier": TaskInfo("success", 12.0)}
+
+    def recent(self, dag_id: str, limit: int) -> list[RunInfo]:
+        return list(self.runs.values())[:limit]
+
+
+def _card(fingerprint: str) -> str:
+    data = TrainingData(stage="split", output="train", fingerprint=fingerprint)
+    card = ModelCard(flavor="keras", kind="train_keras", artifact="model.keras", task="multiclass", classes=[0, 1, 2],
+                     class_names=["QCD", "tt", "W+jets"], label_col="encoded_label", input_columns=["HLF_input"],
+                     params={"epochs": 10}, trained_on={"train": data}, train_time_s=7.2)  # fmt: skip
+    return json.dumps(card.meta())
+
+
+def _commit(stage: Any, run: RunInfo, auc: float) -> None:
+    """A committed checkpoint of ``stage`` as its job would leave it (manifest last, then _SUCCESS)."""
+    path = Path(stage.checkpoint_dir)
+    if (path / "_SUCCESS").exists():  # committed by an earlier run: this one finds it (a hit)
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    for output in stage.outputs:
+        (path / output).mkdir(parents=True, exist_ok=True)
+    metrics: dict[str, Any] = {}
+    if stage.kind == "evaluate":
+        metrics = {"roc_auc": auc, "roc_auc_per_class": {"0": auc, "1": auc - 0.01}, "log_loss": 0.09}
+    if stage.name == "features_checked":
+        metrics = {"results": [{"column": "label", "rule": "not_null", "observed": "0 null rows", "passed": True}]}
+    if stage.name == "comparison":
+        (path / "report" / "comparison.md").write_text(REPORT)
+        (path / "report" / "roc.png").write_bytes(png())
+    if stage.kind == "train_keras":
+        (path / "model" / "model.json").write_text(_card(stage.inputs["train"].fingerprint))
+    rows = {o: 1000 for o, kind in stage.outputs.items() if kind == "table"}
+    manifest = {
+        "fingerprint": stage.fingerprint, "stage": stage.name, "kind": stage.kind, "params": stage.params,
+        "outputs": {o: {"type": str(t)} for o, t in stage.outputs.items()}, "rows": rows, "metrics": metrics,
+        "content": {o: f"{stage.fingerprint}-{o}" for o in stage.outputs}, "duration_s": 2.5,
+        "started": run.start_date.isoformat() if run.start_date else "", "finished": STARTED.isoformat(),
+    }  # fmt: skip
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    (path / "_SUCCESS").write_text("")
+
+
+@pytest.fixture(scope="module")
+def storage(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Both runs committed, stage after stage (a stage's fingerprint holds its upstreams' content)."""
+    root = tmp_path_factory.mktemp("view")
+    pipelines = root / "pipelines"
+    pipelines.mkdir()
+    shutil.copy(REPO / "pipelines" / f"{DAG}.yaml", pipelines)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DAGSPEC_HOME", str(REPO))
+        env.setenv("DAGSPEC_PIPELINES", str(pipelines))
+        env.setenv("DAGSPEC_STORAGE_ROOT", str(root / "storage"))
+        spec = find_spec(DAG)
+        for run, auc in zip(reversed(Runs().runs.values()), (0.95, 0.997), strict=True):  # oldest first
+            for name in spec.stage_order():
+                _commit(resolve_run(spec, run)[name], run, auc)
+        yield root / "storage"
+
+
+@pytest.fixture
+def client(storage: Path) -> TestClient:
+    """The app with Airflow's DB replaced by ``Runs`` and a user allowed to read every DAG."""
+    app = view.create_app()
+    app.dependency_overrides[view.run_store] = Runs
+    app.dependency_overrides[view.can_read_runs] = lambda: None
+    return TestClient(app)
+
+
+def test_the_plugin_is_registered_by_the_package_and_links_from_run_task_and_dag_pages() -> None:
+    found = [e for e in entry_points(group="airflow.plugins") if e.name == "dagspec"]
+    assert [e.value for e in found] == ["dagspec.airflow.ui.plugin:DagspecPlugin"]
+    plugin = found[0].load()
+    assert [a["url_prefix"] for a in plugin.fastapi_apps] == ["/dagspec"]
+    views = {v["destination"]: v["href"] for v in plugin.external_views}
+    assert views == {
+        "dag_run": "dagspec/dags/{DAG_ID}/runs/{RUN_ID}",
+        "task_instance": "dagspec/dags/{DAG_ID}/runs/{RUN_ID}/stages/{TASK_ID}",
+        "dag": "dagspec/dags/{DAG_ID}/compare",
+    }
+
+
+def test_no_token_is_refused(storage: Path) -> None:
+    app = view.create_app()
+    app.dependency_overrides[view.run_store] = Runs
+    client = TestClient(app)
+    for path in (f"/dags/{DAG}/runs/manual__new", f"/dags/{DAG}/compare", f"/dags/{DAG}/files/x/manifest.json"):
+        response = client.get(path)
+        assert response.status_code == 401, path
+        assert DAG not in response.text  # nothing of the results
+
+
+def test_a_user_who_cannot_read_the_dag_cannot_read_its_results(storage: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.api_fastapi.core_api import security
+    from airflow.models.dag import DagModel
+
+    asked: list[tuple[str, Any]] = []
+
+    class OtherDagsOnly:
+        def is_authorized_dag(self, *, method: str, access_entity: Any, details: Any, user: Any) -> bool:
+            asked.append((method, details.id))
+            return bool(details.id == "another_dag")
+
+    monkeypatch.setattr(security, "get_auth_manager", OtherDagsOnly)
+    monkeypatch.setattr(DagModel, "get_team_name", staticmethod(lambda dag_id, **_: None))
+    app = view.create_app()
+    app.dependency_overrides[view.run_store] = Runs
+    app.dependency_overrides[security.get_user] = lambda: object()
+    response = TestClient(app).get(f"/dags/{DAG}/runs/manual__new")
+    assert response.status_code == 403
+    assert asked == [("GET", DAG)]
+
+
+def test_the_run_page_lists_every_stage_with_its_fingerprint_state_and_rows(client: TestClient) -> None:
+    spec = find_spec(DAG)
+    page = client.get(f"/dags/{DAG}/runs/manual__new")
+    assert page.status_code == 200, page.text
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    plan = resolve_run(spec, Runs().runs["manual__new"])
+    old = resolve_run(spec, Runs().runs["manual__old"])
+    for name, stage in plan.items():
+        assert f">{name}</a>" in page.text and stage.fingerprint in page.text
+    # the stages the epochs do not reach were computed by the older run: this one found them committed
+    ran = [name for name, stage in plan.items() if stage.fingerprint != old[name].fingerprint]
+    assert "hlf_classifier" in ran and "split" not in ran
+    assert page.text.count('class="ran">ran<') == len(ran)
+    assert page.text.count('class="hit">hit<') == len(plan) - len(ran)
+    assert '<td class="num">1,000</td>' in page.text  # rows in / out
+
+
+def test_a_report_is_rendered_with_its_table_and_plot_inline(client: TestClient) -> None:
+    page = client.get(f"/dags/{DAG}/runs/manual__new/stages/comparison")
+    assert page.status_code == 200, page.text
+    assert '<th style="text-align:right">auc_QCD</th>' in page.text  # the markdown table as HTML
+    assert '<td style="text-align:right">0.9971</td>' in page.text
+    # the plot the report names, inline: Airflow's sandboxed iframe sends no cookie for an <img> URL
+    assert f'alt="ROC curves" src="data:image/png;base64,{base64.b64encode(png()).decode()}"' in page.text
+
+
+def test_a_model_card_and_check_results_are_shown(client: TestClient) -> None:
+    card = client.get(f"/dags/{DAG}/runs/manual__new/stages/hlf_classifier").text
+    assert "Model card" in card and "0 = QCD, 1 = tt, 2 = W+jets" in card and "train_keras" in card
+    check = client.get(f"/dags/{DAG}/runs/manual__new/stages/features_checked").text
+    assert "Check results" in check and "0 null rows" in check and ">ok<" in check
+
+
+def test_compare_shows_a_metric_per_run_and_the_params_that_differed(client: TestClient) -> None:
+    page = client.get(f"/dags/{DAG}/compare", params={"metric": "roc_auc", "n": 5})
+    assert page.status_code == 200, page.text
+    assert "<th>param epochs</th>" in page.text and "<th>param events</th>" not in page.text
+    for stage in ("hlf_eval", "gru_eval", "inclusive_eval"):
+        assert f"<th>{stage}</th>" in page.text
+    assert '<td class="num">0.9970</td>' in page.text and '<td class="num">0.9500</td>' in page.text
+    assert page.text.count("<polyline") == 3  # one line per evaluation, through both runs
+
+
+def test_files_are_served_from_the_dags_folder_only(client: TestClient, storage: Path, tmp_path: Path) -> None:
+    report = next((storage / DAG / "comparison").glob("*/report/comparison.md"))
+    inside = report.relative_to(storage / DAG).as_posix()
+    assert client.get(f"/dags/{DAG}/files/{inside}").text == REPORT
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the UI")
+    (report.parent / "escape").symlink_to(secret)
+    refused = {
+        "..": f"/dags/{DAG}/files/comparison/%2E%2E/%2E%2E/{DAG}/{inside}",
+        "absolute": f"/dags/{DAG}/files/{secret}",
+        "symlink out": f"/dags/{DAG}/files/{Path(inside).parent}/escape",
+        "another dag": f"/dags/{DAG}/files/..%2Fother/x",
+    }
+    for what, path in refused.items():
+        response = client.get(path)
+        assert response.status_code == 400, (what, response.status_code)
+        assert "not for the UI" not in response.text
