@@ -1,4 +1,5 @@
-"""`dagspec run` of a spec whose query Spark refuses: the root cause, located in the spec, comes first."""
+"""`dagspec run` of a spec whose stages really fail: a query Spark refuses, a Python worker that runs out
+of memory and one that is killed. Each stage's root cause, located in the spec, comes first."""
 
 from __future__ import annotations
 
@@ -10,28 +11,72 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CRITEO_SAMPLE, REPO
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
 DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
-SPEC = f"""default_args: {{retries: 0}}
+# UDFs defined inside the kind are pickled by value: the Python workers never import the plugin
+WORKER_KINDS = '''
+"""Kinds whose Python workers fail for real."""
+from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
+
+
+@kind("grab_memory", params=StageParams)
+def grab_memory(inputs: Inputs, params: StageParams, ctx: StageContext) -> Outputs:
+    """Allocate 1 GiB per row in a Python worker."""
+    from pyspark.sql import functions as F
+
+    @F.udf("long")
+    def grab(value: int) -> int:
+        return len(bytearray(1 << 30)) + value
+
+    return {"data": ctx.spark.range(1).select(grab("id").alias("n"))}
+
+
+@kind("kill_worker", params=StageParams)
+def kill_worker(inputs: Inputs, params: StageParams, ctx: StageContext) -> Outputs:
+    """Kill the Python worker that evaluates the row."""
+    from pyspark.sql import functions as F
+
+    @F.udf("long")
+    def die(value: int) -> int:
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+        return value
+
+    return {"data": ctx.spark.range(1).select(die("id").alias("n"))}
+'''
+
+SPEC = """default_args: {retries: 0}
 stages:
-  raw: {{kind: read, params: {{format: tsv, path: '{CRITEO_SAMPLE}', schema: criteo}}}}
   enriched:
     kind: sql
-    inputs: {{data: raw}}
     params:
-      query: select label,, label from data
+      query: select id,, id from range(3)
+  starved:
+    kind: grab_memory
+    spark: {conf: {spark.executor.pyspark.memory: 256m}}
+  crashed: {kind: kill_worker}
 """
 
 
-def test_a_broken_query_fails_with_its_cause_and_spec_position_first(tmp_path: Path, airflow_home: Path) -> None:
-    spec = tmp_path / "pipelines" / "broken_query.yaml"
+def test_failed_stages_print_their_causes_and_spec_positions_first(tmp_path: Path, airflow_home: Path) -> None:
+    spec = tmp_path / "pipelines" / "broken_stages.yaml"
     spec.parent.mkdir()
     spec.write_text(SPEC)
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "worker_kinds.py").write_text(WORKER_KINDS)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
-    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home), DAGSPEC_MODE="spark")
+    env.update(
+        DAGSPEC_HOME=str(REPO),
+        DAGSPEC_PLUGINS=str(plugins),
+        DAGSPEC_AIRFLOW_HOME=str(airflow_home),
+        DAGSPEC_MODE="spark",
+    )
     storage = tmp_path / "storage"
     done = subprocess.run(
         [DAGSPEC, "run", str(spec), "--storage-root", str(storage)],
@@ -42,12 +87,23 @@ def test_a_broken_query_fails_with_its_cause_and_spec_position_first(tmp_path: P
         cwd=REPO,
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    cause = (
-        "[PARSE_SYNTAX_ERROR] Syntax error at or near ',' (line 1, pos 13) in stages.enriched.params.query "
-        f"({spec}:8:14)"
-    )
-    assert done.stderr.splitlines()[0] == f"stage 'enriched' ({spec}:4:3, kind sql) failed: {cause}"
-    assert "--- last lines of the log ---" in done.stderr  # the tail stays below
+    expected = {
+        "enriched": f"stage 'enriched' ({spec}:3:3, kind sql) failed: [PARSE_SYNTAX_ERROR] Syntax error at or "
+        f"near ',' (line 1, pos 10) in stages.enriched.params.query ({spec}:6:14)",
+        # the worker's real MemoryError under its limit (RLIMIT_AS), with the conf that sets the limit
+        "starved": f"stage 'starved' ({spec}:7:3, kind grab_memory) failed: out of memory in a Python worker "
+        "(MemoryError); give it more memory: the stage's spark.conf spark.executor.pyspark.memory (its limit), "
+        "or fewer rows per partition",
+        # SIGKILL: Spark's 'Python worker exited unexpectedly (crashed)', without its faulthandler hint
+        "crashed": f"stage 'crashed' ({spec}:10:3, kind kill_worker) failed: a worker or executor was lost "
+        "(Python worker exited unexpectedly (crashed)); killed from outside or by the machine's memory limit: "
+        "see the worker's log",
+    }
+    lines = done.stderr.splitlines()
+    # one located cause per failed stage (in the order the log shows them), then the tail
+    assert sorted(lines[:3]) == sorted(expected.values()), done.stderr
+    assert lines[3] == "--- last lines of the log ---"
     # the task's own failure (what the Airflow UI shows) says it first, and the attempt's record keeps it
-    record = next((storage / "broken_query" / "enriched").glob("_failed-*.json"))
-    assert json.loads(record.read_text())["line"] == done.stderr.splitlines()[0]
+    for stage, line in expected.items():
+        record = next((storage / "broken_stages" / stage).glob("_failed-*.json"))
+        assert json.loads(record.read_text())["line"] == line

@@ -1,7 +1,8 @@
 """The root cause of an exception that ended a stage, as a :class:`StageFailure`.
 
 Checked in this order, on the exception and its causes (``raise ... from``, ``during handling``):
-out of memory and a lost worker or executor (their Spark wrappers carry a generic error class), a
+out of memory (a Python worker's MemoryError under ``spark.executor.pyspark.memory`` named as such) and
+a lost worker or executor (their Spark wrappers carry a generic error class), a
 Spark error class (``getCondition()`` of pyspark's ``PySparkException`` family: analysis, parse,
 Connect gRPC errors), a dagspec error (its own message), else a Python exception: its type, its
 message and its last frame in stage code. Duck typing only: the same text comes from a Connect
@@ -36,6 +37,8 @@ _LOST_MARKERS = (
     "Executor lost",
     "killed by signal",
 )
+_PYTHON_WORKER = "exception was thrown from the Python worker"  # Spark's PythonException text
+_ADVICE = re.compile(r"\. Consider setting .*$")  # Spark's hint after a crashed worker: faulthandler confs
 _SQLSTATE = re.compile(r"\.? ?SQLSTATE: \w+;?")
 _TRAILING_POSITION = re.compile(r" line (\d+) pos (\d+);?$")  # an analysis error's, after its SQLSTATE
 _LIBRARY_PARTS = ("site-packages", "dist-packages", "/pyspark/", "/lib/python", "/dagspec/job/", "<frozen")
@@ -128,6 +131,12 @@ def stage_failure(
     chain = _chain(exc)
     text = "\n".join(f"{type(e).__name__}: {e}" for e in chain)
     oom = _line_with(text, _OOM_MARKERS)
+    if oom is not None and _PYTHON_WORKER in text and oom.startswith("MemoryError"):
+        cause = (
+            f"out of memory in a Python worker ({oom}); give it more memory: the stage's spark.conf "
+            "spark.executor.pyspark.memory (its limit), or fewer rows per partition"
+        )
+        return StageFailure(stage, kind, cause)
     if oom is not None:
         cause = (
             f"out of memory ({oom}); give it more memory: the stage's spark.resources "
@@ -137,7 +146,7 @@ def stage_failure(
     lost = _line_with(text, _LOST_MARKERS)
     if lost is not None:
         cause = (
-            f"a worker or executor was lost ({lost}); killed from outside or by the "
+            f"a worker or executor was lost ({_ADVICE.sub('.', lost).rstrip('.')}); killed from outside or by the "
             "machine's memory limit: see the worker's log"
         )
         return StageFailure(stage, kind, cause)
