@@ -158,29 +158,29 @@ def _reports(checkpoint: str, names: Sequence[str]) -> str:
 
 
 def stage_page(base: str, run: RunInfo, row: StageRow, root: str) -> str:
-    """One stage of a run: what its manifest says, its reports and plots, model cards, check results."""
+    """One stage of a run: its reports and plots first, then check results, model cards, metrics,
+    what its manifest says (cache, rows, duration, checkpoint), params and files."""
     stage, manifest = row.stage, row.manifest or {}
     metrics = manifest.get("metrics") or {}
     facts = {
         "kind": stage.kind, "fingerprint": stage.fingerprint, "checkpoint now": row.state,
         "cache reasons": "; ".join(row.reasons) or "-", "this run": {True: "ran", False: "hit"}.get(row.ran or False)
         if row.ran is not None else "-", "task state": row.task.state if row.task else "-",
-        "rows in": row.rows_in, "rows out": manifest.get("rows"), "rows quarantined": row.rows_rejected,
+        "rows in": row.rows_in, "rows out": manifest.get("rows") or None, "rows quarantined": row.rows_rejected,
         "started": manifest.get("started"), "finished": manifest.get("finished"),
         "duration s": manifest.get("duration_s"), "checkpoint": stage.checkpoint_dir,
     }  # fmt: skip
-    body = [f"<h2>Stage</h2>{mapping_table(facts)}"]
+    stage_facts = f"<h2>Stage</h2>{mapping_table(facts)}"
     if not row.manifest:
-        body.append('<p class="missing">no committed checkpoint at this run\'s fingerprint</p>')
-        return page(f"{run.dag_id}.{stage.name}", "".join(body), _nav(base, run))
+        missing = '<p class="missing">no committed checkpoint at this run\'s fingerprint</p>'
+        return page(f"{run.dag_id}.{stage.name}", missing + stage_facts, _nav(base, run))
     tables = {name for name, kind in stage.outputs.items() if kind == IOType.TABLE}
     names = files.checkpoint_files(stage.checkpoint_dir, tables)
+    body = [_reports(stage.checkpoint_dir, names), _check_results(metrics), _model_cards(stage.checkpoint_dir, names)]
     headline = stage_metrics(manifest)
     if headline:
         body.append(f"<h2>Metrics</h2>{mapping_table(headline)}")
-    body.append(_check_results(metrics))
-    body.append(_reports(stage.checkpoint_dir, names))
-    body.append(_model_cards(stage.checkpoint_dir, names))
+    body.append(stage_facts)
     if manifest.get("params"):
         body.append(f"<h2>Params</h2>{mapping_table(manifest['params'])}")
     inside = (
