@@ -114,7 +114,7 @@ def page(title: str, body: str, nav: Sequence[tuple[str, str]] = ()) -> str:
 
 def line_plot(series: Mapping[str, Sequence[float | None]], labels: Sequence[str], y_label: str) -> str:
     """An inline SVG with one line per series over ``labels`` (x, oldest first); gaps where None."""
-    width, height, left, right, top, bottom = 720, 300, 64, 170, 16, 56
+    width, height, left, right, top, bottom = 760, 320, 90, 170, 30, 70
     values = [v for points in series.values() for v in points if v is not None]
     if not values or not labels:
         return '<p class="muted">nothing to plot</p>'
@@ -130,7 +130,7 @@ def line_plot(series: Mapping[str, Sequence[float | None]], labels: Sequence[str
         return top + (high - v) / (high - low) * (height - top - bottom)
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
-    parts.append(f'<text x="12" y="{top + 10}" font-size="11">{esc(y_label)}</text>')
+    parts.append(f'<text x="{left}" y="{top - 14}" font-size="12" font-weight="bold">{esc(y_label)}</text>')
     for k in range(5):
         v = low + (high - low) * k / 4
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e2e8f0"/>')

@@ -209,7 +209,7 @@ def compare_page(base: str, dag_id: str, compared: Sequence[RunMetrics], metric:
     headers = ["run", "started", "state", *[f"param {p}" for p in varied], *stages, ""]
     oldest_first = list(reversed(compared))
     series = {s: [c.values.get(s, {}).get(metric) for c in oldest_first] for s in stages}
-    labels = [c.run.run_id.split("__")[-1][:19] for c in oldest_first]
+    labels = [f"{c.run.start_date:%m-%d %H:%M}" if c.run.start_date else c.run.run_id[-19:] for c in oldest_first]
     options = "".join(f"<option{' selected' if m == metric else ''}>{esc(m)}</option>" for m in choices)
     form = (
         f'<form method="get"><label>metric <select name="metric">{options}</select></label> '
