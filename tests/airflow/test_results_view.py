@@ -235,3 +235,18 @@ def test_files_are_served_from_the_dags_folder_only(client: TestClient, storage:
         response = client.get(path)
         assert response.status_code == 400, (what, response.status_code)
         assert "not for the UI" not in response.text
+
+
+def test_a_remote_storage_root_is_read_through_fsspec_with_the_same_boundary() -> None:
+    import fsspec
+
+    from dagspec.airflow.ui import files
+
+    memory = fsspec.filesystem("memory")
+    memory.pipe("/view-root/dag/comparison/fp/report/comparison.md", REPORT.encode())
+    found = files.stored_file("memory://view-root", "dag", "comparison/fp/report/comparison.md")
+    assert files.read_bytes(found.path) == REPORT.encode()
+    assert files.checkpoint_files("memory://view-root/dag/comparison/fp", set()) == ["report/comparison.md"]
+    for path in ("../dag/comparison/fp/report/comparison.md", "/view-root/dag/x", "memory://view-root/dag/x"):
+        with pytest.raises(files.OutsideRootError):
+            files.stored_file("memory://view-root", "dag", path)
