@@ -1,0 +1,175 @@
+"""dagspec's view inside the real Airflow UI: a small run of the topology classifier under the
+session's Airflow (tests/airflow/live.py), then headless Chromium opens the run's and the comparison
+task's "dagspec" tabs and finds the stages, the AUC table and the ROC plot; the API server refuses
+the view without a token.
+
+The spec is the shipped topology_classifier.yaml cut to one model (6 tasks instead of 17: the three
+trainings, checks, exports and predictions took 7 minutes of a loaded 2-core machine), under its
+own dag_id. Needs Debian's chromium and chromium-driver (skipped otherwise).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from tests.airflow.live import Airflow, task_report, wait_for_dag, wait_for_run
+
+pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
+
+DAG = "topology_view"
+# the shipped spec's stages up to its comparison, for one model, on ~170 balanced events
+SPEC = """\
+dag_id: topology_view
+description: The topology classifier cut to one model (the UI view's live test)
+schedule: null
+start_date: 2026-01-01
+params:
+  events: {type: integer, default: 3000, minimum: 100}
+  epochs: {type: integer, default: 2, minimum: 1}
+storage: {root: .dagspec/storage}
+spark:
+  conf: {spark.sql.shuffle.partitions: 2}
+stages:
+  events: {kind: generate_physics_events, params: {events: "{{ params.events }}", seed: 42, max_particles: 8}}
+  features: {kind: topology_features, inputs: {data: events}, params: {max_particles: 8, keep_raw: false}}
+  split:
+    kind: split
+    inputs: {data: features}
+    params: {fractions: {train: 0.8, test: 0.2}, seed: 42, key: [event_id]}
+  hlf_classifier:
+    kind: train_keras
+    inputs: {train: split.train, validation: split.test}
+    params: {architecture: hlf_dense, epochs: "{{ params.epochs }}", batch_size: 128}
+  hlf_eval:   # no bootstrap intervals: 30 of the test's seconds on a loaded machine
+    kind: evaluate
+    inputs: {model: hlf_classifier, data: split.test}
+    params: {bootstrap_replicates: 0}
+  comparison:
+    kind: compare
+    inputs: {hlf_dense: hlf_eval}
+    params: {title: Topology classifier, reference: {hlf_dense: 0.982}, reference_class: "1"}
+"""
+BROWSER_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-first-run",
+                 "--window-size=1400,1000")  # fmt: skip
+
+
+def live_specs(root: Path) -> dict[str, str]:
+    """The cut topology spec, for the session's Airflow."""
+    return {f"{DAG}.yaml": SPEC}
+
+
+@pytest.fixture(scope="module")
+def finished_run(live_airflow: Airflow) -> str:
+    """A topology run with small params, triggered through the REST API; green."""
+    api = live_airflow.api
+    wait_for_dag(api, DAG)
+    api.patch(f"/api/v2/dags/{DAG}", {"is_paused": False})
+    started = time.monotonic()
+    run_id = str(api.post(f"/api/v2/dags/{DAG}/dagRuns", {"logical_date": None})["dag_run_id"])
+    try:
+        state = wait_for_run(api, DAG, run_id)["state"]
+    finally:
+        api.patch(f"/api/v2/dags/{DAG}", {"is_paused": True})
+    print(f"{DAG}: {state} in {time.monotonic() - started:.1f} s")
+    assert state == "success", task_report(live_airflow, DAG, run_id)
+    return run_id
+
+
+def _status(url: str, token: str | None = None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_the_view_needs_airflows_token(live_airflow: Airflow, finished_run: str) -> None:
+    page = f"{live_airflow.url}/dagspec/dags/{DAG}/runs/{quote(finished_run, safe='')}"
+    assert _status(page) == 401
+    assert _status(page, "not-a-token") in (401, 403)
+    assert _status(page, live_airflow.api.token) == 200
+
+
+def _browser(tmp_path: Path) -> Any:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    chromedriver = shutil.which("chromedriver")
+    if not chromium or not chromedriver:
+        pytest.skip("headless Chromium is not installed: apt-get install -y chromium chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (*BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(chromedriver), options=options)
+
+
+def _login(driver: Any, airflow: Airflow, wait: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    driver.get(f"{airflow.url}/auth/login")
+    wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
+    driver.find_element(By.NAME, "password").send_keys(airflow.password)
+    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait.until(lambda d: "/auth/login" not in d.current_url)
+
+
+def _in_frame(driver: Any, wait: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    wait.until(ec.frame_to_be_available_and_switch_to_it((By.CSS_SELECTOR, "iframe[title^='dagspec']")))
+
+
+def test_the_run_and_task_pages_show_the_stages_the_auc_table_and_the_roc_plot(
+    live_airflow: Airflow, finished_run: str, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    run = quote(finished_run, safe="")
+    driver = _browser(tmp_path)
+    shots = {name: tmp_path / f"{name}.png" for name in ("run", "stage")}
+    try:
+        wait = WebDriverWait(driver, 120)
+        _login(driver, live_airflow, wait)
+        # the run page's "dagspec results" tab: every stage, green
+        driver.get(f"{live_airflow.url}/dags/{DAG}/runs/{run}/plugin/dagspec_run")
+        _in_frame(driver, wait)
+        stages = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "table.stages")))
+        names = [a.text for a in stages.find_elements(By.CSS_SELECTOR, "tbody tr td:first-child a")]
+        assert names == ["events", "features", "split", "hlf_classifier", "hlf_eval", "comparison"]
+        assert "success" in stages.text and "ran" in stages.text
+        driver.switch_to.default_content()
+        driver.save_screenshot(str(shots["run"]))
+        # the comparison task's "dagspec stage" tab: its report's AUC table and ROC plot
+        driver.get(f"{live_airflow.url}/dags/{DAG}/runs/{run}/tasks/comparison/plugin/dagspec_stage")
+        _in_frame(driver, wait)
+        report = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "div.report table")))
+        headers = [th.text for th in report.find_elements(By.TAG_NAME, "th")]
+        assert {"model", "roc_auc", "auc_QCD", "auc_tt", "auc_W+jets"} <= set(headers), headers
+        models = [tr.find_element(By.TAG_NAME, "td").text for tr in report.find_elements(By.CSS_SELECTOR, "tbody tr")]
+        assert models == ["hlf_dense"]
+        plot = driver.find_element(By.CSS_SELECTOR, "img[alt='report/roc.png']")
+        assert driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", plot) > 300
+        driver.switch_to.default_content()
+        driver.save_screenshot(str(shots["stage"]))
+    except BaseException:
+        driver.save_screenshot(str(tmp_path / "failure.png"))
+        raise
+    finally:
+        driver.quit()
+    print("screenshots:", ", ".join(str(s) for s in shots.values()))
