@@ -43,7 +43,8 @@ def live_specs(root: Path) -> dict[str, str]:
     """Three tiny specs for the session's Airflow, and A's input file."""
     (root / "linked_a.tsv").write_text(_criteo_lines(0, 40))
     (root / "incoming").mkdir()
-    spark = "spark: {conf: {spark.sql.shuffle.partitions: 2}}\n"
+    # one retry: a stage fails when dagspec's code changes under the Connect server (it restarts)
+    spark = "spark: {conf: {spark.sql.shuffle.partitions: 2}}\ndefault_args: {retries: 1, retry_delay: 1}\n"
     days = f"{root}/incoming/day_*.tsv"
     return {
         "linked_a.yaml": f"dag_id: linked_a\n{spark}stages:\n"
