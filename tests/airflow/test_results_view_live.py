@@ -31,6 +31,7 @@ dag_id: topology_view
 description: The topology classifier cut to one model (the UI view's live test)
 schedule: null
 start_date: 2026-01-01
+default_args: {retries: 1, retry_delay: 1}   # a stage fails when dagspec's code changes under the Connect server
 params:
   events: {type: integer, default: 3000, minimum: 100}
   epochs: {type: integer, default: 2, minimum: 1}
