@@ -143,3 +143,30 @@ stages:
     assert manifest and manifest["rows"] == {"data": 40}
     shutil.rmtree(plan["raw"].checkpoint_dir)  # the check's copy stands on its own
     assert spark.read.parquet(str(Path(plan["checked"].checkpoint_dir) / "data")).count() == 40
+
+
+def test_a_stage_releases_its_caches_once_its_outputs_are_written(
+    spark, home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the Connect server is shared and long-lived: a cache a stage leaves behind stays in its heap
+    from dagspec.kinds.base import StageContext
+
+    made = []
+    persist = StageContext.persist
+    monkeypatch.setattr(StageContext, "persist", lambda self, df: made.append(persist(self, df)) or made[-1])
+    (tmp_path / "rows.csv").write_text("a,b\n" + "".join(f"{i},x{i}\n" for i in range(30)) + "oops\n")
+    spec = load_spec(
+        write_spec(
+            tmp_path / "r",
+            f"""
+stages:
+  raw: {{kind: read, params: {{format: csv, path: "{tmp_path / "rows.csv"}", schema: "a INT, b STRING",
+         max_rejected_fraction: 0.5}}}}
+  few: {{kind: sample, inputs: {{data: raw}}, params: {{sizes: [5, 10], seed: 1}}}}
+""",
+        )
+    )
+    plan = run_pipeline_in_process(spark, spec, {})
+    assert spark.read.parquet(plan["few"].output_path("n10")).count() == 10
+    assert len(made) == 2  # the read's parsed lines, the nested sample's base
+    assert [df.storageLevel.useMemory or df.storageLevel.useDisk for df in made] == [False, False]

@@ -113,8 +113,11 @@ def run_stage(
         inputs = read_inputs(spark, stage)
         # an input returned unchanged (check passes its table through) is linked, not rewritten
         unchanged = {id(df): stage.inputs[role].path for role, df in inputs.items() if not isinstance(df, str)}
-        outputs: Mapping[str, DataFrame] = kind.function(inputs, params, context) or {}
-        manifest_outputs = _write_outputs(spark, stage, context, outputs, unchanged)
+        try:
+            outputs: Mapping[str, DataFrame] = kind.function(inputs, params, context) or {}
+            manifest_outputs = _write_outputs(spark, stage, context, outputs, unchanged)
+        finally:
+            context.release()
         manifest = {
             "dag_id": stage.dag_id,
             "stage": stage.name,

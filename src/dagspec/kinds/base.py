@@ -247,6 +247,24 @@ class StageContext:
     publish_path: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     written_name: str = ""  # the stage as written in the spec: a matrix stage for all its expansions
+    persisted: list[DataFrame] = field(default_factory=list)
+
+    def persist(self, df: DataFrame) -> DataFrame:
+        """``df`` cached (memory, then disk) until this stage's outputs are written, then released.
+
+        The Connect server is long-lived and shared: a cache a stage leaves behind stays in its heap
+        for every later stage (at 10^6 Criteo rows, a read's 800 MB left the next reads out of memory).
+        """
+        from pyspark import StorageLevel
+
+        kept = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self.persisted.append(kept)
+        return kept
+
+    def release(self) -> None:
+        """Drop every cache :meth:`persist` made (the runtime calls it once the outputs are written)."""
+        while self.persisted:
+            self.persisted.pop().unpersist()
 
     @property
     def written_stage(self) -> str:

@@ -117,7 +117,6 @@ def read_criteo(
     spark: SparkSession, path: str | list[str], params: CriteoOptions, ctx: StageContext
 ) -> dict[str, DataFrame]:
     """Parse raw Criteo lines; bad ones go to the quarantine (``quality.quarantine``); returns ``{"data": df}``."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     files = list_files(path) if isinstance(path, str) else list(path)
@@ -199,7 +198,8 @@ def read_criteo(
         reason.alias("_reason"),
         float_written.alias("_float"),
         F.when(F.size("f") == expected, F.struct(*typed)).alias("_row"),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    parsed = ctx.persist(parsed)
 
     stats = parsed.agg(
         F.count("*").alias("lines"),

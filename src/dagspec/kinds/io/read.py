@@ -114,7 +114,6 @@ def _reader_options(params: ReadParams) -> dict[str, str]:
 
 def read_text_table(ctx: StageContext, files: list[str], params: ReadParams) -> DataFrame:
     """csv / tsv / json through Spark's readers; rows that do not parse go to the quarantine."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.types import DataType, StringType, StructField, StructType
 
@@ -133,7 +132,7 @@ def read_text_table(ctx: StageContext, files: list[str], params: ReadParams) -> 
         schema = StructType([f for f in inferred.fields if f.name != corrupt])
     full = StructType([*schema.fields, StructField(_BAD, StringType())])
     raw = load(files, schema=full, mode="PERMISSIVE", columnNameOfCorruptRecord=_BAD, **options)
-    parsed = raw.select("*", F.col("_metadata.file_path").alias(_FILE)).persist(StorageLevel.MEMORY_AND_DISK)
+    parsed = ctx.persist(raw.select("*", F.col("_metadata.file_path").alias(_FILE)))
     stats = parsed.agg(F.count("*").alias("rows"), F.count(_BAD).alias("rejected")).first()
     assert stats is not None
     bad = parsed.where(F.col(_BAD).isNotNull())

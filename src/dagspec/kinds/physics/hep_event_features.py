@@ -21,4 +21,4 @@ def hep_event_features(inputs: Inputs, params: HepEventFeaturesParams, ctx: Stag
 
     df = inputs["data"]
     assert not isinstance(df, str)
-    return {"data": build_event_features(df, params, ctx.metrics)}
+    return {"data": build_event_features(df, params, ctx.metrics, keep=ctx.persist)}

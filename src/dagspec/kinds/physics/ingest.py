@@ -9,7 +9,7 @@ once. Features the input does not have are 0 (docs/physics.md lists what each in
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,9 +239,16 @@ def needed_columns(params: HepEventFeaturesParams) -> list[str]:
 
 
 def build_event_features(
-    df: DataFrame, params: HepEventFeaturesParams, metrics: dict[str, Any] | None = None
+    df: DataFrame,
+    params: HepEventFeaturesParams,
+    metrics: dict[str, Any] | None = None,
+    keep: Callable[[DataFrame], DataFrame] | None = None,
 ) -> DataFrame:
-    """Selected events in the seed schema (event_id, hfeatures, lfeatures, label, kept columns)."""
+    """Selected events in the seed schema (event_id, hfeatures, lfeatures, label, kept columns).
+
+    With ``metrics``, the result is cached by ``keep`` (a stage's ``ctx.persist``, released once its
+    outputs are written) and the events in and selected are counted into ``metrics``.
+    """
     needed = needed_columns(params)
     missing = [c for c in needed if c not in df.columns]
     if missing:
@@ -286,7 +293,7 @@ def build_event_features(
     result = source.mapInArrow(transform, schema)
     if metrics is not None:
         # the runtime writes the cached result, so counting the selection costs no second pass
-        result = result.persist(StorageLevel.MEMORY_AND_DISK)
+        result = keep(result) if keep is not None else result.persist(StorageLevel.MEMORY_AND_DISK)
         events_in = df.count()
         events_selected = result.count()
         metrics.update(

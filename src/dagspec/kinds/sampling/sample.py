@@ -46,7 +46,7 @@ def sample(inputs: Inputs, params: SampleParams, ctx: StageContext) -> Outputs:
     result = {}
     if params.nested:
         largest = max(sizes.values())
-        base = take_exact(df, {"": largest}, params.seed, ctx.written_stage, key=params.key).persist()
+        base = ctx.persist(take_exact(df, {"": largest}, params.seed, ctx.written_stage, key=params.key))
         for name, size in sizes.items():
             # the same hash ranks the base as it ranked the input: each sample is the input's `size`
             # lowest-ranked rows, so smaller samples nest and do not change when a larger size is added
