@@ -77,3 +77,17 @@ def test_an_unknown_asset_is_an_import_error_of_the_dag_file_and_the_others_stil
         "'ctr_ingest.featurs.train' (did you mean 'ctr_ingest.features.train'?); its outputs: "
         "ctr_ingest.features.test, ctr_ingest.features.train, ctr_ingest.raw.data"
     ]
+
+
+def test_a_stage_reading_another_specs_output_has_that_output_as_its_inlet(tmp_path: Path) -> None:
+    folder = tmp_path / "pipelines"
+    write_spec(folder, INGEST, "ingest.yaml")
+    reader = (
+        "stages:\n  head: {kind: sample, inputs: {data: {spec: ctr_ingest, output: features.test}}, params: {n: 3}}\n"
+    )
+    write_spec(folder, f"dag_id: weekly\nschedule: '@weekly'\nstart_date: 2026-01-01\n{reader}", "weekly.yaml")
+    compiled = compile_folder(folder, home=tmp_path, jobs_dir=REPO / "jobs")
+    assert not compiled.errors
+    (inlet,) = compiled.dags["weekly"].get_task("head").inlets
+    assert inlet == _emitted(compiled.dags["ctr_ingest"], "features")["ctr_ingest.features.test"]
+    assert compiled.dags["ctr_ingest"].get_task("raw").inlets == []

@@ -2,8 +2,8 @@
 triggerer; tests/airflow/live.py), as a user sees them.
 
 - ``linked_a`` reads a small TSV; ``linked_b`` is scheduled on ``linked_a.raw.data`` and reads it
-  (``{spec: linked_a, output: raw.data}``): a run of A triggered through the REST API makes the
-  scheduler run B by itself, and B's rows are rows of the checkpoint A committed.
+  (``{spec: linked_a, output: raw.data}``, its task's inlet): a run of A triggered through the REST
+  API makes the scheduler run B by itself, and B's rows are rows of the checkpoint A committed.
 - ``linked_c`` is scheduled on ``{files: <root>/incoming/day_*.tsv}``: one new file makes exactly one
   run, two files landing at once one more, and later polls none (the seen files hold).
 
@@ -109,6 +109,9 @@ def test_a_run_of_a_makes_the_scheduler_run_b_on_the_rows_a_committed(linked: Ai
     assert [(e["name"], e["source_dag_id"], e["source_run_id"]) for e in events] == [
         ("linked_a.raw.data", "linked_a", run["dag_run_id"])
     ]
+    (asset,) = linked.api.get("/api/v2/assets?name_pattern=linked_a.raw.data")["assets"]
+    assert [(t["dag_id"], t["task_id"]) for t in asset["consuming_tasks"]] == [("linked_b", "head")]
+    assert [d["dag_id"] for d in asset["scheduled_dags"]] == ["linked_b"]
     storage = linked.root / "storage"
     upstream, head = latest(f"{storage}/linked_a/raw"), latest(f"{storage}/linked_b/head")
     assert upstream is not None and head is not None

@@ -122,6 +122,8 @@ def compile_pipeline(spec: PipelineSpec, *, home: Path, jobs_dir: Path | None = 
                 total_executor_cores=resources.total_executor_cores,
                 name=f"dagspec.{spec.dag_id}.{name}",
                 outlets=[stage_asset(spec.dag_id, name, output) for output in spec.outputs_of(name)],
+                # another spec's outputs it reads: the Assets view draws the specs joined whatever the schedule
+                inlets=[stage_asset(ref.spec, ref.stage, ref.output_name) for ref in stage.spec_inputs().values()],
                 doc_md=_stage_doc(spec, name),
                 task_group=groups.get(spec.written_stage(name)),
                 **overrides,
