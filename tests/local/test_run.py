@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from dagspec.job.connect_server import answering
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
@@ -64,9 +66,10 @@ def env_for(project: dict[str, Path]) -> dict[str, str]:
     return env
 
 
-def dagspec_run(project: dict[str, Path], *args: str) -> subprocess.CompletedProcess[str]:
+def dagspec_run(project: dict[str, Path], *args: str, port: int | None = None) -> subprocess.CompletedProcess[str]:
     cmd = [DAGSPEC, "run", str(project["spec"]), "--storage-root", str(project["storage"]), *args]
-    return subprocess.run(cmd, env=env_for(project), capture_output=True, text=True, timeout=900, cwd=REPO)
+    env = {**env_for(project), **({"DAGSPEC_CONNECT_PORT": str(port)} if port else {})}
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=REPO)
 
 
 def manifests(project: dict[str, Path]) -> dict[str, dict]:
@@ -167,9 +170,15 @@ def run_log(done: subprocess.CompletedProcess[str]) -> str:
 def test_second_run_is_all_checkpoint_hits(project) -> None:
     # hits and fingerprints are decided by the operator before it picks a mode: one mode tests them
     before = manifests(project)
-    done = dagspec_run(project)
+    with socket.socket() as probe:  # a port no Connect server answers on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = dagspec_run(project, port=port)
     assert done.returncode == 0, done.stdout + done.stderr
     assert manifests(project) == before
+    # nothing to compute: no Connect server (a JVM) is started for it
+    assert "Spark Connect server: not started, every stage's checkpoint is committed\n" in done.stdout
+    assert not answering(port)
     log = run_log(done)
     for name, row in show(project).items():
         # the operator's own record: it skipped this stage, and spark-submit never started
@@ -178,6 +187,10 @@ def test_second_run_is_all_checkpoint_hits(project) -> None:
         assert task_outcome(done, name) == f"hit {row['output']}"
     assert "Spark-Submit cmd" not in log
     assert re.search(r"^ctr_demo: success in [0-9.]+ s; 5 stages: 0 ran, 5 hits$", done.stdout, re.M), done.stdout
+    # the summary lists the checkpoints from the plan it resolved once (no second resolve)
+    rows = show(project)
+    listed = done.stdout.split("checkpoints (manifest.json in each", 1)[1].splitlines()[1:6]
+    assert listed == [f"  {name:24} {row['output']}" for name, row in rows.items()]
     # a hit emits its asset events too, saying what the run that committed the checkpoint said
     events = asset_events(project)
     assert all(len(extras) == 2 for extras in events.values()), {k: len(v) for k, v in events.items()}

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from dagspec.airflow.client_process import AHEAD_VAR
 from dagspec.errors import DagspecError
-from dagspec.job.connect_server import ensure_server
+from dagspec.job.connect_server import ServerSettings, answering, ensure_server
 from dagspec.kinds.catalog import load_catalog
 from dagspec.local.airflow_env import (
     airflow_env,
@@ -132,6 +132,17 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def every_stage_hits(spec: PipelineSpec, overrides: dict[str, Any]) -> bool:
+    """Whether every stage's checkpoint is committed now (the run would compute nothing)."""
+    if overrides.get(FORCE_PARAM):
+        return False
+    try:
+        plan = resolve_pipeline(spec, default_context(spec, overrides))
+    except DagspecError:
+        return False  # params that depend on the run (ds, run_id): known only inside it
+    return all(stage_status(stage).done for stage in plan.values())
+
+
 def _last_run_id(db: Path, dag_id: str) -> tuple[int, str | None]:
     with sqlite3.connect(db, timeout=60) as con:
         row = con.execute(
@@ -202,7 +213,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ["DAGSPEC_MODE"] = args.mode
     env = prepare_local_airflow(home, [spec.spark.conn_id])
     if uses_local_server(env, spec.spark.conn_id):
-        print(f"Spark Connect server: {ensure_server(home)} (`dagspec connect down` stops it)")
+        if not answering(ServerSettings.from_env().port) and every_stage_hits(spec, overrides):
+            # starting it would cost a JVM (~10 s of CPU) for nothing; a stage that runs after all
+            # starts it itself (dagspec.job.main). Checked only when it is down: the plan costs CPU too
+            print("Spark Connect server: not started, every stage's checkpoint is committed")
+        else:
+            print(f"Spark Connect server: {ensure_server(home)} (`dagspec connect down` stops it)")
     log_dir = home / ".dagspec" / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{spec.dag_id}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
@@ -227,26 +243,25 @@ def cmd_run(args: argparse.Namespace) -> int:
             causes = [failure_line(spec, failure) for failure in find_failures(lines)]
             print("\n".join([*causes, "--- last lines of the log ---", *lines[-40:]]), file=sys.stderr)
         return 1
-    try:
-        rows = stage_rows(spec, overrides, None)
-    except DagspecError:
+    if outcomes is None:
         return 0  # params that depend on the run (ds, run_id) cannot be resolved here
+    # the plan stage_outcomes resolved once: no second resolve (code hashes, library versions) here
     print("checkpoints (manifest.json in each; `dagspec head`/`describe` SPEC STAGE look inside):")
-    for row in rows:
-        print(f"  {row['name']:24} {row['output']}")
-    for line in result_lines(outcomes or {}, home):
+    for name, outcome in outcomes.items():
+        print(f"  {name:24} {outcome.checkpoint}")
+    for line in result_lines(outcomes, home):
         print(line)
-    _print_reports(spec, rows)
+    _print_reports(spec, {name: outcome.checkpoint for name, outcome in outcomes.items()})
     return 0
 
 
-def _print_reports(spec: PipelineSpec, rows: list[dict[str, Any]]) -> None:
+def _print_reports(spec: PipelineSpec, checkpoints: dict[str, str]) -> None:
     """Show the markdown reports (metrics tables) that the final stages wrote."""
     consumed = {ref.partition(".")[0] for stage in spec.stages.values() for ref in stage.stage_refs().values()}
-    for row in rows:
-        if row["name"] in consumed or "://" in row["output"]:
+    for name, output in checkpoints.items():
+        if name in consumed or "://" in output:
             continue
-        for report in sorted(Path(row["output"]).glob("*/*.md")):
+        for report in sorted(Path(output).glob("*/*.md")):
             print(f"\n{report}:\n{report.read_text()}")
 
 
