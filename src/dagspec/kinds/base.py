@@ -255,9 +255,7 @@ class StageContext:
         The Connect server is long-lived and shared: a cache a stage leaves behind stays in its heap
         for every later stage (at 10^6 Criteo rows, a read's 800 MB left the next reads out of memory).
         """
-        from pyspark import StorageLevel
-
-        kept = df.persist(StorageLevel.MEMORY_AND_DISK)
+        kept = df.persist()  # memory and disk (Spark's default for a DataFrame); no pyspark import here
         self.persisted.append(kept)
         return kept
 
