@@ -90,13 +90,19 @@ def test_a_hit_of_an_older_checkpoint_points_latest_back_at_it(tmp_path: Path) -
     assert _plan(tmp_path)["head"].inputs["data"].fingerprint == "f1"
 
 
-def test_a_missing_upstream_blocks_the_stage_naming_the_spec_to_run_first(tmp_path: Path) -> None:
+def test_a_missing_upstream_blocks_the_stage_naming_the_spec_to_run_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_spec(tmp_path / "pipelines", "dag_id: ctr_ingest\nstages: {}\n", "ingest.yaml")  # named apart from its file
     head = _plan(tmp_path)["head"]
     assert "data" not in head.inputs
     assert head.blocked == [
         "input 'data' reads ctr_ingest.features.test, but spec 'ctr_ingest' has no committed checkpoint of "
-        f"stage 'features' under {tmp_path / 'store'}: run spec 'ctr_ingest' first (`dagspec run pipelines/<its file>`)"
+        f"stage 'features' under {tmp_path / 'store'}: run spec 'ctr_ingest' first (`dagspec run pipelines/ingest.yaml`)"
     ]
+    (tmp_path / "pipelines" / "ingest.yaml").unlink()  # not in the folder: no command to suggest
+    assert _plan(tmp_path)["head"].blocked[0].endswith("run spec 'ctr_ingest' first")
     status = stage_status(head)
     assert not status.done and status.reasons[0].startswith("upstream spec not committed: input 'data' reads")
 

@@ -22,6 +22,7 @@ from dagspec.errors import StageConfigError
 from dagspec.kinds.base import IOType, KindDef, StageParams
 from dagspec.kinds.catalog import Catalog, load_catalog
 from dagspec.plan.fingerprint import code_hashes, data_identity, fingerprint_of, library_versions, result_conf
+from dagspec.spec.loader import spec_files
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec, parse_ref
 from dagspec.spec.params import StageParamsError, render_stage_params, stage_context, stage_param_issues
 from dagspec.spec.spec_input import SpecInput
@@ -212,7 +213,7 @@ def resolve_pipeline(
         spec_keys: dict[str, str] = {}
         blocked: list[str] = []
         for role, spec_ref in sorted(stage.spec_inputs().items()):
-            found = resolve_spec_input(role, spec_ref, root)
+            found = resolve_spec_input(role, spec_ref, root, Path(spec.source).parent if spec.source else None)
             if isinstance(found, str):
                 spec_keys[role] = f"{spec_ref.spec}:{spec_ref.output}@none"
                 blocked.append(found)
@@ -259,16 +260,18 @@ def resolve_pipeline(
     return resolved
 
 
-def resolve_spec_input(role: str, ref: SpecInput, root: str) -> ResolvedInput | str:
+def resolve_spec_input(role: str, ref: SpecInput, root: str, folder: Path | None = None) -> ResolvedInput | str:
     """Another spec's output as the checkpoint its stage last committed (``_LATEST``), or why it
-    cannot be read: a message naming the spec to run first."""
+    cannot be read: a message naming the spec to run first (and its file, found in ``folder``)."""
     stage_dir = storage.join_under(root, f"{ref.spec}/{ref.stage}")
     found = checkpoint.latest(stage_dir)
     manifest = found.manifest() if found is not None else None
     if found is None or manifest is None:
+        upstream = _spec_file(folder, ref.spec) if folder is not None else None
+        how = f" (`dagspec run {_shown(upstream)}`)" if upstream else ""
         return (
             f"input {role!r} reads {ref.asset}, but spec {ref.spec!r} has no committed checkpoint of stage "
-            f"{ref.stage!r} under {root}: run spec {ref.spec!r} first (`dagspec run pipelines/<its file>`)"
+            f"{ref.stage!r} under {root}: run spec {ref.spec!r} first{how}"
         )
     outputs = manifest.get("outputs") or {}
     if ref.output_name not in outputs:
@@ -292,3 +295,26 @@ def resolve_spec_input(role: str, ref: SpecInput, root: str) -> ResolvedInput | 
         committed=str(manifest.get("finished", "")),
         spec=ref.spec,
     )
+
+
+def _spec_file(folder: Path, dag_id: str) -> Path | None:
+    """The spec file of ``folder`` whose DAG is ``dag_id`` (its ``dag_id:``, else its file's stem)."""
+    import yaml
+
+    for path in spec_files(folder):
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        named = data.get("dag_id") if isinstance(data, dict) else None
+        if (named or path.stem) == dag_id:
+            return path
+    return None
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
