@@ -151,6 +151,16 @@ class Api:
                     raise
             time.sleep(2)
 
+    def page(self, path: str, *, token: str | None = None) -> tuple[int, str]:
+        """A UI page's status and text (the dagspec view's HTML); ``token`` "" sends none."""
+        token = self.token if token is None else token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(f"{self.url}{path}", headers=headers), timeout=60) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(errors="replace")
+
     def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
         run = self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
         return str(run["dag_run_id"])

@@ -297,6 +297,13 @@ def test_the_stack_runs_every_pipeline_and_survives_faults(stack: tuple[Compose,
         f"the master: criteo's {len(ran)} own-driver stages; topology's 3 trainings ran as Connect clients"
     )
 
+    # the results view ships in the image: registered by its entry point, behind Airflow's auth
+    page = f"/dagspec/dags/topology_classifier/runs/{urllib.request.quote(runs[2][1])}/stages/comparison"
+    status, text = api.page(page)
+    assert status == 200 and "auc_QCD" in text and "data:image/png;base64," in text, (status, text[:1500])
+    assert api.page(page, token="")[0] == 401
+    log("results view: topology's comparison (AUC table, ROC plot) served by the plugin; no token: 401")
+
     # Postgres restarted between runs: nothing lost
     t = time.monotonic()
     before = {r: api.run_state(*r) for r in runs}
