@@ -122,6 +122,19 @@ def test_a_python_exception_in_a_plugin_kind_names_its_last_frame(
     )
 
 
+def test_a_frame_in_spark_submits_copy_of_a_plugin_names_the_plugin_file(tmp_path: Path) -> None:
+    # spark-submit ships a plugin file (--py-files): its driver imports the copy under userFiles-<uuid>/
+    plugin = tmp_path / "plugins" / "team_kinds.py"
+    copy = "/tmp/spark-1f2e/userFiles-9a8b/team_kinds.py"
+    namespace: dict[str, Any] = {}
+    exec(compile("def check(rows):\n    raise ValueError(f'{rows} rows, more than 3')\n", copy, "exec"), namespace)
+    try:
+        namespace["check"](10)
+    except ValueError as exc:
+        failure = stage_failure(exc, "checked", "too_many_rows", {}, code_files=(str(plugin),), home=tmp_path)
+    assert failure.cause == "ValueError: 10 rows, more than 3 (at plugins/team_kinds.py:2 in check)"
+
+
 @pytest.mark.integration
 def test_the_stage_entry_reports_a_parse_error_across_the_process_boundary(spark, home, tmp_path: Path) -> None:
     """jobs/run_stage.py as its own driver (as under spark-submit): exit code 1, the marker line last

@@ -39,6 +39,7 @@ _LOST_MARKERS = (
 )
 _PYTHON_WORKER = "exception was thrown from the Python worker"  # Spark's PythonException text
 _ADVICE = re.compile(r"\. Consider setting .*$")  # Spark's hint after a crashed worker: faulthandler confs
+_SHIPPED = "/userFiles-"  # where a Spark driver keeps the files spark-submit shipped to it
 _SQLSTATE = re.compile(r"\.? ?SQLSTATE: \w+;?")
 _TRAILING_POSITION = re.compile(r" line (\d+) pos (\d+);?$")  # an analysis error's, after its SQLSTATE
 _LIBRARY_PARTS = ("site-packages", "dist-packages", "/pyspark/", "/lib/python", "/dagspec/job/", "<frozen")
@@ -98,6 +99,8 @@ def python_cause(exc: BaseException, code_files: tuple[str, ...] = (), home: Pat
         return text
     frame = frames[-1]
     shown = frame.filename
+    if _SHIPPED in shown:  # spark-submit's copy of a plugin file (--py-files): name the file itself
+        shown = next((f for f in code_files if Path(f).name == Path(shown).name), shown)
     if home is not None and Path(shown).is_relative_to(home):
         shown = str(Path(shown).relative_to(home))
     return f"{text} (at {shown}:{frame.lineno} in {frame.name})"
