@@ -131,7 +131,7 @@ def test_a_frame_in_spark_submits_copy_of_a_plugin_names_the_plugin_file(tmp_pat
     try:
         namespace["check"](10)
     except ValueError as exc:
-        failure = stage_failure(exc, "checked", "too_many_rows", {}, code_files=(str(plugin),), home=tmp_path)
+        failure = stage_failure(exc, "checked", "too_many_rows", {}, code_files=(copy, str(plugin)), home=tmp_path)
     assert failure.cause == "ValueError: 10 rows, more than 3 (at plugins/team_kinds.py:2 in check)"
 
 

@@ -100,7 +100,7 @@ def python_cause(exc: BaseException, code_files: tuple[str, ...] = (), home: Pat
     frame = frames[-1]
     shown = frame.filename
     if _SHIPPED in shown:  # spark-submit's copy of a plugin file (--py-files): name the file itself
-        shown = next((f for f in code_files if Path(f).name == Path(shown).name), shown)
+        shown = next((f for f in code_files if Path(f).name == Path(shown).name and _SHIPPED not in f), shown)
     if home is not None and Path(shown).is_relative_to(home):
         shown = str(Path(shown).relative_to(home))
     return f"{text} (at {shown}:{frame.lineno} in {frame.name})"

@@ -24,7 +24,7 @@ from dagspec.job.executor_wait import watch_executors
 from dagspec.job.failure import stage_failure
 from dagspec.job.runtime import run_stage
 from dagspec.job.session import create_session
-from dagspec.kinds.catalog import load_catalog
+from dagspec.kinds.catalog import load_catalog, plugins_dir
 from dagspec.plan.failure import StageFailure, write_record
 from dagspec.plan.modes import STAGE_ON_STDIN, is_session_conf
 from dagspec.plan.resolve import ResolvedStage
@@ -127,7 +127,11 @@ def report_failure(stage: ResolvedStage, exc: Exception, url: str | None) -> Non
         with contextlib.suppress(Exception):
             catalog = load_catalog(Path(stage.home))
             if stage.kind in catalog.files:
-                files = (str(Path(catalog.files[stage.kind]).resolve()),)
+                source = Path(catalog.files[stage.kind])
+                # under spark-submit a plugin is imported from the driver's copy (--py-files): the
+                # plugins folder's file is the one to name
+                own = plugins_dir(Path(stage.home)) / source.name
+                files = (str(source.resolve()), *([str(own.resolve())] if own.is_file() else []))
         failure = stage_failure(exc, stage.name, stage.kind, stage.params, code_files=files, home=Path(stage.home))
     trace = not isinstance(exc, DagspecError) and not connection_lost  # the full trace stays in the log
     log.error("stage %s failed: %s", stage.name, failure.cause, exc_info=exc if trace else None)
