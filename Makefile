@@ -24,6 +24,9 @@ $(STAMP): requirements.txt pyproject.toml Makefile
 	else \
 		$(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -r requirements.txt -e .; \
 	fi
+	@# the build's leftover egg-info: with src/ on sys.path (the editable install) Airflow would find
+	@# dagspec's plugin entry point twice and log "Plugin 'dagspec' already registered" in every task
+	@rm -rf src/dagspec.egg-info
 	@$(PY) -m compileall -q -j 0 $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') src dags jobs \
 		>/dev/null || echo "compileall: some files did not compile (they still import, only slower)"
 	@$(VENV)/bin/dagspec jvm-archive || echo "dagspec jvm-archive failed: Spark JVMs start without the class archive"

@@ -125,6 +125,7 @@ def test_first_run_computes_every_stage(project) -> None:
     log = run_log(done)
     assert ("Spark-Submit cmd" in log) == (project["mode"] == "spark")
     assert f"stage balanced: mode: {expected_mode}" in log
+    assert "already registered" not in log  # dagspec's UI plugin found once (no leftover egg-info on sys.path)
     # `dagspec run` runs every task in one process: all clients but the first were started a stage ahead
     clients = re.findall(r"Connect client \((started ahead|started now)", log)
     assert clients == ([] if project["mode"] == "spark" else ["started now"] + ["started ahead"] * (len(rows) - 1))
