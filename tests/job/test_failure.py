@@ -240,3 +240,39 @@ def _run_job(stage: Any, env: dict[str, str]) -> subprocess.CompletedProcess[str
         timeout=300,
         cwd=REPO,
     )
+
+
+def test_a_local_server_dead_of_out_of_memory_is_the_cause_not_its_stopped_context(
+    home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # at 10^6 Criteo rows the server's heap ran out under one stage; the clients only saw
+    # "Cannot call methods on a stopped SparkContext" or a lost connection
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    monkeypatch.setenv("DAGSPEC_RUN_DIR", str(run_dir))
+    monkeypatch.setenv("DAGSPEC_CONNECT_LOCAL", "1")
+    monkeypatch.setenv("DAGSPEC_CONNECT_DRIVER_MEMORY", "4g")
+    log = run_dir / "spark-connect.log"
+    earlier = "INFO SparkContext: Running Spark version 4.2.0\nERROR Executor: java.lang.OutOfMemoryError: old one\n"
+    log.write_text(earlier + "INFO SparkContext: Running Spark version 4.2.0\nINFO ok\n")
+    text = "stages:\n  few:\n    kind: sql\n    params: {query: 'SELECT 1 AS x'}\n"
+    spec = load_spec(write_spec(tmp_path / "pipelines", text, "m.yaml"), "pipelines/m.yaml")
+    stage = resolve_pipeline(spec, default_context(spec, {}))["few"]
+    stopped = RuntimeError("(java.lang.IllegalStateException) Cannot call methods on a stopped SparkContext.")
+    assert _reported_with_url(stage, stopped, capsys).cause.startswith("RuntimeError: ")  # an earlier instance's OOM
+    with log.open("a") as out:
+        out.write("ERROR Executor: Exception in task 1.0\njava.lang.OutOfMemoryError: Java heap space\n\tat x\n")
+    assert _reported_with_url(stage, stopped, capsys).cause == (
+        "the local Spark Connect server ran out of memory (java.lang.OutOfMemoryError: Java heap space) and stopped; "
+        "nothing was committed, a retry runs the stage again and restarts the server; give it a larger heap: "
+        "DAGSPEC_CONNECT_DRIVER_MEMORY (now 4g), or fewer stages at once"
+    )
+    monkeypatch.setenv("DAGSPEC_CONNECT_LOCAL", "0")  # another's server: its log is not ours to read
+    assert "out of memory" not in _reported_with_url(stage, stopped, capsys).cause
+
+
+def _reported_with_url(stage: ResolvedStage, exc: Exception, capsys: pytest.CaptureFixture[str]) -> Any:
+    report_failure(stage, exc, "sc://127.0.0.1:15002")
+    failure = find_failure(capsys.readouterr().err.splitlines())
+    assert failure is not None
+    return failure

@@ -276,3 +276,24 @@ def stop_server(home: Path, run_dir: Path | None = None) -> str:
     if group is None:
         return "Spark Connect server: not running"
     return "\n".join(["Spark Connect server stopped:", *(f"  {line}" for line in _stop(group, run_dir))])
+
+
+def out_of_memory(run_dir: Path, window: int = 4 << 20) -> str | None:
+    """The ``java.lang.OutOfMemoryError`` the local server's current instance logged, if any.
+
+    The log is appended to across restarts: only its part since the last start counts (within the
+    last ``window`` bytes: when no start is in them, all of them are the current instance's).
+    """
+    try:
+        with (run_dir / "spark-connect.log").open("rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - window))
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return None
+    start = text.rfind("SparkContext: Running Spark version")
+    for line in text[max(start, 0) :].splitlines():
+        at = line.find("java.lang.OutOfMemoryError")
+        if at >= 0:
+            return line[at:].strip()[:200]
+    return None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dagspec.errors import DagspecError
-from dagspec.job.connect_server import ensure_server
+from dagspec.job.connect_server import ServerSettings, ensure_server, out_of_memory
 from dagspec.job.executor_wait import watch_executors
 from dagspec.job.failure import stage_failure
 from dagspec.job.runtime import run_stage
@@ -28,6 +28,7 @@ from dagspec.kinds.catalog import load_catalog, plugins_dir
 from dagspec.plan.failure import StageFailure, write_record
 from dagspec.plan.modes import STAGE_ON_STDIN, is_session_conf
 from dagspec.plan.resolve import ResolvedStage
+from dagspec.processes import default_run_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -116,11 +117,31 @@ def _connection_cause(url: str, exc: BaseException) -> str:
     )
 
 
+_SERVER_DOWN = ("stopped SparkContext", "SparkContext was shut down")
+
+
+def _server_oom_cause(stage: ResolvedStage, exc: BaseException, connection_lost: bool) -> str | None:
+    """When the local Connect server died of an OutOfMemoryError under this stage: that, first."""
+    if os.environ.get(CONNECT_LOCAL_VAR) != "1" or not (connection_lost or any(m in str(exc) for m in _SERVER_DOWN)):
+        return None
+    oom = out_of_memory(default_run_dir(Path(stage.home)))
+    if oom is None:
+        return None
+    return (
+        f"the local Spark Connect server ran out of memory ({oom}) and stopped; nothing was committed, a "
+        "retry runs the stage again and restarts the server; give it a larger heap: "
+        f"DAGSPEC_CONNECT_DRIVER_MEMORY (now {ServerSettings.from_env().driver_memory}), or fewer stages at once"
+    )
+
+
 def report_failure(stage: ResolvedStage, exc: Exception, url: str | None) -> None:
     """Log the failure (with its trace unless dagspec raised it on purpose), print the marker line
     with its root cause last, and record it beside the stage's checkpoints."""
     connection_lost = bool(url) and _is_connection_failure(exc)
-    if url and connection_lost:
+    server_oom = _server_oom_cause(stage, exc, connection_lost) if url else None
+    if server_oom is not None:
+        failure = StageFailure(stage.name, stage.kind, server_oom)
+    elif url and connection_lost:
         failure = StageFailure(stage.name, stage.kind, _connection_cause(url, exc))
     else:
         files: tuple[str, ...] = ()
