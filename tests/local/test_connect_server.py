@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from dagspec.job.connect_server import GROUP, ServerSettings, answering, ensure_server
+from dagspec.job.connect_server import ServerSettings, answering, ensure_server, our_server
 from dagspec.job.server_identity import ServerIdentity
-from dagspec.processes import ServiceGroup, default_run_dir
+from dagspec.processes import default_run_dir
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
@@ -34,9 +34,11 @@ stages:
 
 
 def _server_pid() -> int:
-    group = ServiceGroup.load(default_run_dir(REPO), GROUP)
-    assert group is not None
-    return group.processes[0].pid
+    # the server answering on the port, where it is recorded: this project's run folder, or another
+    # folder of this project (the session's live Airflow, tests/airflow/conftest.py, starts it in its own)
+    found = our_server(default_run_dir(REPO), ServerSettings.from_env().port, ServerIdentity.current(REPO))
+    assert found is not None
+    return found[0].processes[0].pid
 
 
 def _client_running(stage: str) -> bool:
