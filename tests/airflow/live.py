@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dagspec.local.airflow_server import AirflowStatus
 from dagspec.processes import tail
 
@@ -108,3 +110,33 @@ def task_report(airflow: Airflow, dag_id: str, run_id: str) -> str:
     for log in sorted((airflow.root / "airflow" / "logs").glob(f"dag_id={dag_id}/run_id={run_id}/*/*.log")):
         lines.append(f"--- {log} ---\n{tail(log, 25)}")
     return "\n".join(lines)
+
+
+BROWSER_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",  # else Chromium keeps calling home through a closed network
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+)
+
+
+def browser(tmp_path: Path, window: str = "1400,1100") -> Any:
+    """Headless Chromium through chromedriver (Debian's packages); the test is skipped without them."""
+    import shutil
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    chromedriver = shutil.which("chromedriver")
+    if not chromium or not chromedriver:
+        pytest.skip("headless Chromium is not installed: apt-get install -y chromium chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (*BROWSER_FLAGS, f"--window-size={window}", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(chromedriver), options=options)

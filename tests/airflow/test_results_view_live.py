@@ -10,7 +10,6 @@ own dag_id. Needs Debian's chromium and chromium-driver (skipped otherwise).
 
 from __future__ import annotations
 
-import shutil
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +19,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.airflow.live import Airflow, task_report, wait_for_dag, wait_for_run
+from tests.airflow.live import Airflow, browser, task_report, wait_for_dag, wait_for_run
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -58,9 +57,6 @@ stages:
     inputs: {hlf_dense: hlf_eval}
     params: {title: Topology classifier, reference: {hlf_dense: 0.982}, reference_class: "1"}
 """
-BROWSER_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-first-run",
-                 "--window-size=1400,1000")  # fmt: skip
 
 
 def live_specs(root: Path) -> dict[str, str]:
@@ -101,21 +97,6 @@ def test_the_view_needs_airflows_token(live_airflow: Airflow, finished_run: str)
     assert _status(page, live_airflow.api.token) == 200
 
 
-def _browser(tmp_path: Path) -> Any:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    chromedriver = shutil.which("chromedriver")
-    if not chromium or not chromedriver:
-        pytest.skip("headless Chromium is not installed: apt-get install -y chromium chromium-driver")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (*BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(chromedriver), options=options)
-
-
 def _login(driver: Any, airflow: Airflow, wait: Any) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
@@ -142,7 +123,7 @@ def test_the_run_and_task_pages_show_the_stages_the_auc_table_and_the_roc_plot(
     from selenium.webdriver.support.ui import WebDriverWait
 
     run = quote(finished_run, safe="")
-    driver = _browser(tmp_path)
+    driver = browser(tmp_path, "1400,1000")
     shots = {name: tmp_path / f"{name}.png" for name in ("run", "stage")}
     try:
         wait = WebDriverWait(driver, 120)

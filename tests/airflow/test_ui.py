@@ -10,7 +10,6 @@ otherwise): `apt-get install -y chromium chromium-driver`.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 
 from dagspec.plan.resolve import default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
-from tests.airflow.live import RUN_TIMEOUT_S, Airflow, runs, task_report, wait_for_dag, wait_for_run
+from tests.airflow.live import RUN_TIMEOUT_S, Airflow, browser, runs, task_report, wait_for_dag, wait_for_run
 from tests.conftest import CRITEO_SAMPLE, REPO
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -45,17 +44,6 @@ stages:
     kind: read
     params: {format: tsv, path: "%s", schema: criteo}
 """
-BROWSER_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",  # else Chromium keeps calling home through a closed network
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--window-size=1400,1100",
-)
 
 
 def live_specs(root: Path) -> dict[str, str]:
@@ -118,28 +106,13 @@ def test_rest_trigger_with_overridden_params(airflow: Airflow) -> None:
     assert defaults["raw"].checkpoint.manifest() is None and defaults["split"].checkpoint.manifest() is None
 
 
-def _browser(tmp_path: Path) -> Any:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    chromedriver = shutil.which("chromedriver")
-    if not chromium or not chromedriver:
-        pytest.skip("headless Chromium is not installed: apt-get install -y chromium chromium-driver")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (*BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(chromedriver), options=options)
-
-
 def test_trigger_form_shows_the_specs_params(airflow: Airflow, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
     spec = load_spec(REPO / "pipelines" / f"{TRIGGERED}.yaml")
-    driver = _browser(tmp_path)
+    driver = browser(tmp_path)
     screenshot = tmp_path / "trigger_form.png"
     try:
         wait = WebDriverWait(driver, 120)
@@ -193,7 +166,7 @@ def test_every_shipped_dag_triggers_from_its_form_with_the_defaults(airflow: Air
     for dag_id in dag_ids:
         wait_for_dag(airflow.api, dag_id)
         airflow.api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": True})
-    driver = _browser(tmp_path)
+    driver = browser(tmp_path)
     screenshots: list[Path] = []
     try:
         wait = WebDriverWait(driver, 120)

@@ -26,6 +26,7 @@ from dagspec.spec.loader import spec_files
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec, parse_ref
 from dagspec.spec.params import StageParamsError, render_stage_params, stage_context, stage_param_issues
 from dagspec.spec.spec_input import SpecInput
+from dagspec.spec.together import claims_of
 from dagspec.storage import project_home
 
 
@@ -299,17 +300,7 @@ def resolve_spec_input(role: str, ref: SpecInput, root: str, folder: Path | None
 
 def _spec_file(folder: Path, dag_id: str) -> Path | None:
     """The spec file of ``folder`` whose DAG is ``dag_id`` (its ``dag_id:``, else its file's stem)."""
-    import yaml
-
-    for path in spec_files(folder):
-        try:
-            data = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError):
-            continue
-        named = data.get("dag_id") if isinstance(data, dict) else None
-        if (named or path.stem) == dag_id:
-            return path
-    return None
+    return next((c.path for c in claims_of(spec_files(folder), str) if c.dag_id == dag_id), None)
 
 
 def _shown(path: Path) -> str:

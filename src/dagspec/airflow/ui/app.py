@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, Response
 from dagspec.airflow.ui import files, pages
 from dagspec.airflow.ui.results import RunInfo, TaskInfo, compare_runs, find_spec, resolve_run, stage_rows
 from dagspec.errors import DagspecError
-from dagspec.plan.resolve import resolve_storage_root
+from dagspec.plan.resolve import ResolvedStage, resolve_storage_root
 from dagspec.spec.models import PipelineSpec
 
 URL_PREFIX = "/dagspec"
@@ -130,37 +130,41 @@ def _stage_of(names: Sequence[str], task_id: str) -> str | None:
     return tail if tail in names else None
 
 
+def _run_plan(
+    dag_id: str, run_id: str, store: RunStore
+) -> tuple[PipelineSpec, RunInfo, dict[str, ResolvedStage]] | HTMLResponse:
+    """A run's spec, its record and its stages as resolved with the run's conf; or the error page."""
+    spec = _spec(dag_id)
+    if isinstance(spec, HTMLResponse):
+        return spec
+    run = store.run(dag_id, run_id)
+    if run is None:
+        return _html(pages.error_page(dag_id, f"no run {run_id!r} of {dag_id}"), 404)
+    try:
+        return spec, run, resolve_run(spec, run)
+    except DagspecError as exc:
+        return _html(pages.error_page(f"{dag_id}: {run_id}", f"cannot resolve the run's stages: {exc}"), 409)
+
+
 def create_app() -> FastAPI:
     """The app the plugin mounts (``URL_PREFIX``)."""
     app = FastAPI(title="dagspec results", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.get("/dags/{dag_id}/runs/{run_id}", dependencies=READ, response_class=HTMLResponse)
     def run_view(dag_id: str, run_id: str, request: Request, store: Store) -> HTMLResponse:
-        spec = _spec(dag_id)
-        if isinstance(spec, HTMLResponse):
-            return spec
-        run = store.run(dag_id, run_id)
-        if run is None:
-            return _html(pages.error_page(dag_id, f"no run {run_id!r} of {dag_id}"), 404)
-        try:
-            plan = resolve_run(spec, run)
-        except DagspecError as exc:
-            return _html(pages.error_page(f"{dag_id}: {run_id}", f"cannot resolve the run's stages: {exc}"), 409)
+        found = _run_plan(dag_id, run_id, store)
+        if isinstance(found, HTMLResponse):
+            return found
+        spec, run, plan = found
         rows = stage_rows(plan, run, store.tasks(dag_id, run_id))
         return _html(pages.run_page(_base(request), run, rows, _root(spec)))
 
     @app.get("/dags/{dag_id}/runs/{run_id}/stages/{task_id}", dependencies=READ, response_class=HTMLResponse)
     def stage_view(dag_id: str, run_id: str, task_id: str, request: Request, store: Store) -> HTMLResponse:
-        spec = _spec(dag_id)
-        if isinstance(spec, HTMLResponse):
-            return spec
-        run = store.run(dag_id, run_id)
-        if run is None:
-            return _html(pages.error_page(dag_id, f"no run {run_id!r} of {dag_id}"), 404)
-        try:
-            plan = resolve_run(spec, run)
-        except DagspecError as exc:
-            return _html(pages.error_page(f"{dag_id}: {run_id}", f"cannot resolve the run's stages: {exc}"), 409)
+        found = _run_plan(dag_id, run_id, store)
+        if isinstance(found, HTMLResponse):
+            return found
+        spec, run, plan = found
         name = _stage_of(list(plan), task_id)
         if name is None:
             return _html(pages.error_page(dag_id, f"{task_id!r} is not a stage of {dag_id}"), 404)
