@@ -322,11 +322,19 @@ def main() -> int:
     r = sub.add_parser("report", help="tables, slopes and plots from the rows")
     r.add_argument("rows", type=Path, nargs="+")
     r.add_argument("--plots", type=Path, help="folder for the PNG plots")
+    c = sub.add_parser("curves", help="the learning curves of several ctr runs (their report stages' tables)")
+    c.add_argument("runs", type=Path, nargs="+", help="the runs' folders (<home>/runs/ctr-<size>-<time>)")
+    c.add_argument("--plots", type=Path, required=True, help="folder for metrics.tsv, curves.json and the plots")
     args = parser.parse_args()
     if args.command == "run":
         # every stage's rows grow with the size up to 10^6 (a slope for the data stages too)
         args.test_rows = args.test_rows or min(args.size, 1_000_000)
         return run(args)
+    if args.command == "curves":
+        from scale_curves import curves
+
+        print(curves(args.runs, args.plots))
+        return 0
     from scale_report import report
 
     print(report(args.rows, args.plots))

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from bench import scale
+from bench.scale_curves import curves
 from bench.scale_report import report, slope
 from dagspec.spec.loader import load_spec
 from tests.conftest import REPO
@@ -66,6 +67,35 @@ def test_rows_of_other_masters_make_a_cores_table_and_stay_out_of_the_size_table
     assert "| hashed | 1,000,000 | 10.0 / 20.0 | 19.0 / 38.0 | 12.0 / 24.0 |" in cores
     assert "local[1]: stage s / CPU s" in cores and "cluster 127.0.0.1:7077" in cores
     assert per_stage.count("| hashed |") == 1 and "| 10.0 |" in per_stage  # only local[*] in the size table
+
+
+def _run_with_report(folder: Path, rows: list[str]) -> Path:
+    table = folder / "storage" / "criteo_ctr" / "report" / "abc" / "report" / "metrics.tsv"
+    table.parent.mkdir(parents=True)
+    header = "Engine\tTrain size\tROC AUC\tLog loss\tTrain time\tMaximum memory\tCPU load"
+    table.write_text("\n".join([header, *rows]) + "\n")
+    return folder
+
+
+def test_the_runs_report_tables_merge_into_one_learning_curve_beside_the_published_one(tmp_path: Path) -> None:
+    small = _run_with_report(tmp_path / "ctr-10000", ["xgb_single\t10000\t0.77\t0.126\t13.6\t370.3\t1.6"])
+    big = _run_with_report(
+        tmp_path / "ctr-1000000",
+        ["lr\t1000000\t0.81\t0.112\t49.3\t2155.4\t1.8", "xgb_single\t1000000\t0.833\t0.108\t85.6\t2588.6\t1.9"],
+    )
+    table = curves([big, small], tmp_path / "plots")
+    drawn = json.loads((tmp_path / "plots" / "curves.json").read_text())
+    assert drawn["ROC AUC"]["xgb_single"] == [[10000, 0.77], [1000000, 0.833]]
+    assert drawn["ROC AUC"]["lr"] == [[1000000, 0.81]]
+    published = [name for name in drawn["ROC AUC"] if "published" in name]
+    assert len(published) == 1 and drawn["ROC AUC"][published[0]][-1] == [10000000, 0.6965]
+    assert {p.name for p in (tmp_path / "plots").glob("*.png")} == {
+        "auc.png",
+        "log_loss.png",
+        "train_time.png",
+        "memory.png",
+    }
+    assert "| xgb_single | 1,000,000 | 0.8330 | 0.1080 | 85.6 | 2588.6 | 1.9 |" in table.splitlines()
 
 
 @pytest.mark.integration
