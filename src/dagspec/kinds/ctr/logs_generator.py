@@ -141,6 +141,7 @@ def write_criteo_logs(
     """
     import uuid
 
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     from dagspec import checkpoint, storage
@@ -150,9 +151,12 @@ def write_criteo_logs(
         for d in range(days):
             storage.write_text(f"{out}/day_{d:02d}{suffix}", "")
         return {"rows": 0.0, "ctr": 0.0}
-    lines = criteo_lines(spark, rows, days, seed, base_ctr, partitions_per_day).persist()
-    stats = lines.agg(F.count("*").alias("rows"), F.avg("label").alias("ctr")).first()
-    assert stats is not None
+    # one pass, nothing cached: the rows and the click rate are observed while the files are written
+    # (caching the lines held them in the Spark Connect server's heap: 12.1M lines ran its 4g out)
+    observation = Observation("criteo_logs")
+    lines = criteo_lines(spark, rows, days, seed, base_ctr, partitions_per_day).observe(
+        observation, F.count(F.lit(1)).alias("rows"), F.avg("label").alias("ctr")
+    )
     tmp = f"{out.rstrip('/')}.__tmp-{uuid.uuid4().hex[:8]}"
     writer = lines.select("day", "value").repartition(days, "day").write.partitionBy("day").mode("error")
     if compress:
@@ -169,7 +173,7 @@ def write_criteo_logs(
         if len(parts) != 1:
             raise RuntimeError(f"expected one file for day {d}, got {parts}")
         storage.rename(f"{tmp}/day={d}/{parts[0]}", target)
+    stats = observation.get
     checkpoint.replace_folder(staged, out)
     storage.delete(tmp)
-    lines.unpersist()
     return {"rows": float(stats["rows"]), "ctr": float(stats["ctr"] or 0.0)}
