@@ -91,6 +91,8 @@ def run_stage(
             return StageRun("hit", stage.checkpoint.manifest() or {})
         _check_source_files(stage)
         work_dir = stage.checkpoint.new_attempt_dir(lease.attempt)
+        from pyspark import StorageLevel
+
         context = StageContext(
             spark=spark,
             dag_id=stage.dag_id,
@@ -107,6 +109,7 @@ def run_stage(
             source_files=list(stage.source_files),
             publish_path=stage.publish_path,
             written_name=stage.written_name,
+            cache_level=StorageLevel.DISK_ONLY,
         )
         started = datetime.now(UTC)
         t0, cpu0 = time.perf_counter(), _cpu_seconds()

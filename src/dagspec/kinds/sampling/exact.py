@@ -50,6 +50,7 @@ def take_exact(
 
 def _thresholds(narrow: DataFrame, quotas: Mapping[str, int]) -> dict[str, tuple[int, int]]:
     """Per class with a positive quota: the (rank, row id) of its quota-th row in (rank, id) order."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     n_partitions = max(1, num_partitions(narrow))
@@ -58,7 +59,7 @@ def _thresholds(narrow: DataFrame, quotas: Mapping[str, int]) -> dict[str, tuple
         .sortWithinPartitions("__class", "__rank", "__row")
         .withColumn("__pid", F.spark_partition_id())
         .withColumn("__mid", F.monotonically_increasing_id())
-    ).persist()
+    ).persist(StorageLevel.DISK_ONLY)  # on disk: 11M ranked rows unrolled in the server's heap ran it out
     try:
         counts = (
             ordered.groupBy("__pid", "__class").agg(F.count("*").alias("n"), F.min("__mid").alias("first")).collect()
