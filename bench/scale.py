@@ -325,7 +325,18 @@ def main() -> int:
     c = sub.add_parser("curves", help="the learning curves of several ctr runs (their report stages' tables)")
     c.add_argument("runs", type=Path, nargs="+", help="the runs' folders (<home>/runs/ctr-<size>-<time>)")
     c.add_argument("--plots", type=Path, required=True, help="folder for metrics.tsv, curves.json and the plots")
+    j = sub.add_parser("project", help="core-hours and hours of a run over --rows rows, from the largest size")
+    j.add_argument("rows_files", type=Path, nargs="+", metavar="rows")
+    j.add_argument("--pipeline", choices=["ctr", "physics"], default="ctr")
+    j.add_argument("--rows", type=float, default=4.4e9, help="rows (ctr) or events (physics) to project to")
+    j.add_argument("--cores", type=int, nargs="+", default=[16, 64, 256, 1024])
+    j.add_argument("--efficiency", type=float, default=0.8, help="parallel efficiency (time-against-cores runs)")
     args = parser.parse_args()
+    if args.command == "project":
+        from scale_projection import projection
+
+        print(projection(args.rows_files, args.pipeline, args.rows, args.cores, args.efficiency))
+        return 0
     if args.command == "run":
         # every stage's rows grow with the size up to 10^6 (a slope for the data stages too)
         args.test_rows = args.test_rows or min(args.size, 1_000_000)

@@ -13,6 +13,7 @@ import yaml
 
 from bench import scale
 from bench.scale_curves import curves
+from bench.scale_projection import projection
 from bench.scale_report import report, slope
 from dagspec.spec.loader import load_spec
 from tests.conftest import REPO
@@ -67,6 +68,27 @@ def test_rows_of_other_masters_make_a_cores_table_and_stay_out_of_the_size_table
     assert "| hashed | 1,000,000 | 10.0 / 20.0 | 19.0 / 38.0 | 12.0 / 24.0 |" in cores
     assert "local[1]: stage s / CPU s" in cores and "cluster 127.0.0.1:7077" in cores
     assert per_stage.count("| hashed |") == 1 and "| 10.0 |" in per_stage  # only local[*] in the size table
+
+
+def test_the_projection_scales_the_train_side_keeps_the_test_side_and_leaves_out_the_generator(
+    tmp_path: Path,
+) -> None:
+    base = {"pipeline": "ctr", "master": "local[*]", "state": "ran"}
+    rows = [
+        {**base, "size": 10**5, "task": "hashed", "stage": "hashed", "cpu_s": 50.0},  # a smaller size: not used
+        {**base, "size": 10**6, "task": "hashed", "stage": "hashed", "cpu_s": 36.0},
+        {**base, "size": 10**6, "task": "eval_lr", "stage": "eval_lr", "cpu_s": 7200.0},
+        {**base, "size": 10**6, "task": "logs", "stage": "logs", "cpu_s": 9e9},
+        {**base, "size": 10**6, "task": "xgb_single", "stage": "xgb_single", "cpu_s": 9e9},
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    table = projection([path], "ctr", rows=1e9, cores=[10], efficiency=0.5)
+    # hashed: 36 CPU s per 10^6 rows -> 36,000 s = 10 core-hours at 10^9; eval_lr: its 2 core-hours
+    assert "| hashed | linear in the rows | 1,000,000 | 36.0 | 10.0 |" in table
+    assert "| eval_lr | fixed: the 10^6-line test set | 1,000,000 | 7,200.0 | 2.00 |" in table
+    assert "Total: **12.0 core-hours**." in table
+    assert "| 10 | 2.40 |" in table  # 12 core-hours on 10 cores at half efficiency
 
 
 def _run_with_report(folder: Path, rows: list[str]) -> Path:
