@@ -5,3 +5,5 @@ What it shows is read from the committed checkpoints (manifests, reports, model 
 and plain file reads: no Spark, TensorFlow or pandas in the API server. DAG parsing imports none of
 this package.
 """
+
+URL_PREFIX = "/dagspec"  # where the plugin mounts the app on the API server

@@ -18,13 +18,13 @@ from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_da
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from dagspec.airflow.ui import files, pages
+from dagspec.airflow.ui import URL_PREFIX, files, pages
 from dagspec.airflow.ui.results import RunInfo, TaskInfo, compare_runs, find_spec, resolve_run, stage_rows
 from dagspec.errors import DagspecError
 from dagspec.plan.resolve import ResolvedStage, resolve_storage_root
 from dagspec.spec.models import PipelineSpec
 
-URL_PREFIX = "/dagspec"
+__all__ = ["URL_PREFIX", "create_app"]
 # the pages load nothing: images are inline, styles are in the page
 PAGE_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 FILE_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; sandbox"

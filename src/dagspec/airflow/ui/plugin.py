@@ -9,11 +9,12 @@ compare" on a DAG. Hrefs have no leading slash: the UI resolves them against its
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-from dagspec.airflow.ui.app import URL_PREFIX, create_app
+from dagspec.airflow.ui import URL_PREFIX
 
 _PREFIX = URL_PREFIX.strip("/")
 
@@ -22,7 +23,15 @@ class DagspecPlugin(AirflowPlugin):
     """dagspec's results inside the Airflow UI."""
 
     name = "dagspec"
-    fastapi_apps: list[Any] = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "dagspec results"}]
+
+    @cached_property
+    def fastapi_apps(self) -> list[Any]:  # type: ignore[override]
+        """Built when the API server asks: every task process loads the plugins too (for macros and
+        listeners), and importing the app and Airflow's API security cost it ~1.2 CPU s each time."""
+        from dagspec.airflow.ui.app import create_app
+
+        return [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "dagspec results"}]
+
     external_views: list[Any] = [
         {
             "name": "dagspec results",
