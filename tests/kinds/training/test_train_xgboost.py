@@ -84,6 +84,7 @@ def test_single_node_hashed_and_as_is_match_python_xgboost(spark, home, tmp_path
           xgb_h: {{kind: train_xgboost, inputs: {{train: hashed}}, params: {{{SMALL}}}}}
           xgb_a: {{kind: train_xgboost, inputs: {{train: as_is, validation: as_is}}, params: {{{SMALL}}}}}
           xgb_s: {{kind: train_xgboost, inputs: {{train: as_is}}, params: {{{SMALL}, in_memory_max_mb: 0, batch_rows: 300}}}}
+          xgb_e: {{kind: train_xgboost, inputs: {{train: as_is, validation: as_is}}, params: {{{SMALL}, load: external, batch_rows: 300}}}}
         """,
     )
     plan = load_and_run(spark, spec)
@@ -91,9 +92,15 @@ def test_single_node_hashed_and_as_is_match_python_xgboost(spark, home, tmp_path
     # streamed in 300-row batches through the DataIter: the same model as the one-piece load
     assert manifest(plan["xgb_a"])["metrics"]["train_data"] == "memory"
     assert manifest(plan["xgb_s"])["metrics"]["train_data"] == "stream"
+    assert manifest(plan["xgb_e"])["metrics"]["train_data"] == "external"
+    assert manifest(plan["xgb_e"])["metrics"]["external_memory_mb"] > 0
     _, in_memory = _predict(spark, plan["xgb_a"], keyed["as_is"])
-    _, streamed = _predict(spark, plan["xgb_s"], keyed["as_is"])
-    _assert_same_by_key(_p1_by_key(streamed.collect()), _p1_by_key(in_memory.collect()), atol=1e-6)
+    expected = _p1_by_key(in_memory.collect())
+    for name in ("xgb_s", "xgb_e"):  # streamed in 300-row batches; external memory pages on disk
+        _, loaded = _predict(spark, plan[name], keyed["as_is"])
+        _assert_same_by_key(_p1_by_key(loaded.collect()), expected, atol=1e-6)
+    # the external-memory pages live in the stage's scratch directory only while it trains
+    assert not list((tmp_path / "storage").rglob("external_memory"))
     for name, data in (("xgb_h", "hashed"), ("xgb_a", "as_is")):
         meta, predictions = _predict(spark, plan[name], keyed[data])
         assert meta["flavor"] == "xgboost" and meta["rounds"] == 12 and meta["resumed_from_round"] == 0

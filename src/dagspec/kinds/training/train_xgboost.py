@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -75,6 +76,17 @@ class TrainXGBoostParams(StageParams):
         ge=0,
         description="single node: training data up to this size (uncompressed, from the Parquet footers) is"
         " read in one piece; larger data streams through a DataIter in batch_rows batches (0 = always stream)",
+    )
+    external_min_mb: int = Field(
+        default=0,
+        ge=0,
+        description="single node: training data from this size (uncompressed) on streams into xgboost's external"
+        " memory, its quantized pages cached on local disk in the stage's scratch directory and read back every"
+        " round (less memory, slower rounds; 0 = never)",
+    )
+    load: Literal["auto", "memory", "stream", "external"] = Field(
+        default="auto",
+        description="single node: how the training data is loaded; auto decides by in_memory_max_mb and external_min_mb",
     )
 
     def booster_params(self) -> dict[str, float | int | str]:
@@ -249,15 +261,40 @@ def _train_single_node(
     start_round: int,
     scratch: Path,
 ) -> tuple[Any, dict[str, list[float]]]:
-    import xgboost as xgb
-
-    from dagspec.kinds.training.xgboost_data import parquet_files, quantile_matrix
+    from dagspec.kinds.training.xgboost_data import parquet_files
 
     train_path, val_path = ctx.input_path("train"), ctx.input_path("validation")
     if train_path is None:  # a required role: the spec cannot leave it out
         raise StageFailedError("train_xgboost: the train input is not wired")
     train_files = parquet_files(train_path)
-    dtrain, ctx.metrics["train_data"] = quantile_matrix(train_files, meta, params)
+    pages = scratch / "external_memory"
+    shutil.rmtree(pages, ignore_errors=True)  # a killed attempt's pages: rebuilt from the shards
+    try:
+        return _fit_single_node(params, meta, init, start_round, scratch, train_files, val_path, pages, ctx)
+    finally:
+        shutil.rmtree(pages, ignore_errors=True)
+
+
+def _fit_single_node(
+    params: TrainXGBoostParams,
+    meta: dict[str, Any],
+    init: Any,
+    start_round: int,
+    scratch: Path,
+    train_files: list[str],
+    val_path: str | None,
+    pages: Path,
+    ctx: StageContext,
+) -> tuple[Any, dict[str, list[float]]]:
+    import xgboost as xgb
+
+    from dagspec.kinds.training.xgboost_data import parquet_files, quantile_matrix
+
+    dtrain, ctx.metrics["train_data"] = quantile_matrix(train_files, meta, params, cache_dir=pages)
+    if pages.exists():
+        ctx.metrics["external_memory_mb"] = round(
+            sum(f.stat().st_size for f in pages.rglob("*") if f.is_file()) / 2**20, 1
+        )
     evals = [(dtrain, "train")]
     if val_path is not None:
         val_files = parquet_files(val_path)

@@ -6,14 +6,16 @@ type 1 dense (indices null). Sparse batches become a CSR matrix straight from th
 buffers; numeric columns become a float32 matrix with NaN for nulls.
 
 ``train_xgboost`` (single node) feeds its shards through ``quantile_matrix``: in one piece when
-they fit in memory, else through a ``DataIter`` over Arrow record batches. Inference
+they are small, else through a ``DataIter`` over Arrow record batches, into memory or (past
+``external_min_mb``) into xgboost's external memory on local disk. Inference
 (``model_xgboost``) uses ``features_of`` on its batches, so both see the same matrices.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +36,13 @@ class MatrixParams(Protocol):
     def batch_rows(self) -> int: ...
     @property
     def in_memory_max_mb(self) -> int: ...
+    @property
+    def external_min_mb(self) -> int: ...
+    @property
+    def load(self) -> str: ...
+
+
+LoadMode = Literal["memory", "stream", "external"]
 
 
 def csr_from_vectors(vectors: pa.Array | pa.ChunkedArray, n_features: int) -> Any:
@@ -84,25 +93,35 @@ def parquet_files(path: str) -> list[str]:
     return files
 
 
-def arrow_iter(files: list[str], meta: dict[str, Any], label_col: str, batch_rows: int) -> Any:
-    """An xgboost.DataIter over Arrow record batches of the Parquet shards (nothing via Spark)."""
-    import pyarrow.dataset as ds
+def arrow_iter(
+    files: list[str], meta: dict[str, Any], label_col: str, batch_rows: int, cache_prefix: str | None = None
+) -> Any:
+    """An xgboost.DataIter over Arrow record batches of the Parquet shards (nothing via Spark).
+
+    One file at a time, one batch at a time: a dataset scanner reads ahead up to four files and
+    sixteen batches, which at 4M hashed rows held 2.3 GB more than this. ``cache_prefix`` makes it
+    an external-memory iterator (``ExtMemQuantileDMatrix`` pages cached there).
+    """
+    import pyarrow.parquet as pq
     import xgboost as xgb
 
     columns = [label_col, *meta["input_columns"]]
 
+    def batches() -> Iterator[pa.RecordBatch]:
+        for file in files:
+            yield from pq.ParquetFile(file).iter_batches(batch_size=batch_rows, columns=columns)
+
     class ParquetBatches(xgb.DataIter):
         def __init__(self) -> None:
-            self._dataset = ds.dataset(files, format="parquet")
-            self._batches: Any = None
-            super().__init__(release_data=True)
+            self._batches: Iterator[pa.RecordBatch] | None = None
+            super().__init__(cache_prefix=cache_prefix, release_data=True)
 
         def reset(self) -> None:
             self._batches = None
 
         def next(self, input_data: Any) -> bool:
             if self._batches is None:
-                self._batches = self._dataset.to_batches(columns=columns, batch_size=batch_rows)
+                self._batches = batches()
             for batch in self._batches:
                 if batch.num_rows:
                     label = batch.column(label_col).to_numpy(zero_copy_only=False).astype("float32")
@@ -130,22 +149,46 @@ def uncompressed_mb(files: list[str], columns: list[str]) -> float:
     return total / 2**20
 
 
-def quantile_matrix(files: list[str], meta: dict[str, Any], params: MatrixParams, ref: Any = None) -> tuple[Any, str]:
-    """A QuantileDMatrix of the shards, and how it was loaded ("memory" or "stream").
+def load_mode(files: list[str], meta: dict[str, Any], params: MatrixParams) -> LoadMode:
+    """How ``quantile_matrix`` loads the shards: as asked, or by their decoded size (Parquet footers)."""
+    if params.load in ("memory", "stream", "external"):
+        return params.load  # type: ignore[return-value]
+    size_mb = uncompressed_mb(files, [params.label_col, *meta["input_columns"]])
+    if size_mb <= params.in_memory_max_mb:
+        return "memory"
+    if params.external_min_mb and size_mb >= params.external_min_mb:
+        return "external"
+    return "stream"
 
-    In one piece when it fits ``in_memory_max_mb``: xgboost 3.2 pulls every batch of a DataIter
-    four times, one array once (1M as_is rows here: 6.3 s vs 9.0 s to build the matrix).
+
+def quantile_matrix(
+    files: list[str], meta: dict[str, Any], params: MatrixParams, ref: Any = None, cache_dir: Path | None = None
+) -> tuple[Any, LoadMode]:
+    """A QuantileDMatrix of the shards, and how it was loaded (``load_mode``).
+
+    ``memory``: in one piece (xgboost 3.2 pulls every batch of a DataIter four times, one array
+    once: 1M as_is rows 6.3 s vs 9.0 s to build). ``stream``: batch by batch, the quantized matrix
+    in memory. ``external``: batch by batch into an ``ExtMemQuantileDMatrix`` whose pages are cached
+    under ``cache_dir`` and read back every round, so memory no longer holds the whole matrix
+    (needs ``cache_dir``; without one it streams).
     """
     import pyarrow.dataset as ds
     import xgboost as xgb
 
-    columns = [params.label_col, *meta["input_columns"]]
-    if uncompressed_mb(files, columns) <= params.in_memory_max_mb:
-        table = ds.dataset(files, format="parquet").to_table(columns=columns)
+    mode = load_mode(files, meta, params)
+    if mode == "external" and cache_dir is None:
+        mode = "stream"
+    if mode == "memory":
+        table = ds.dataset(files, format="parquet").to_table(columns=[params.label_col, *meta["input_columns"]])
         label = table.column(params.label_col).to_numpy().astype("float32")
         data = features_of(table, meta)
         del table
         matrix = xgb.QuantileDMatrix(data, label=label, max_bin=params.max_bin, missing=meta["missing"], ref=ref)
-        return matrix, "memory"
+        return matrix, mode
+    if mode == "external":
+        assert cache_dir is not None
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        batches = arrow_iter(files, meta, params.label_col, params.batch_rows, cache_prefix=str(cache_dir / "pages"))
+        return xgb.ExtMemQuantileDMatrix(batches, max_bin=params.max_bin, missing=meta["missing"], ref=ref), mode
     batches = arrow_iter(files, meta, params.label_col, params.batch_rows)
-    return xgb.QuantileDMatrix(batches, max_bin=params.max_bin, missing=meta["missing"], ref=ref), "stream"
+    return xgb.QuantileDMatrix(batches, max_bin=params.max_bin, missing=meta["missing"], ref=ref), mode
