@@ -55,6 +55,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_curves import report_table
 from scale_probe import ProcessSampler, connect_server_pids, spark_task_metrics, stage_manifests, stage_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,7 +112,7 @@ def run_params(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "gen_rows": day * (train_days + 1),
         "gen_days": train_days + 1,
-        "sizes": [args.size],
+        "sizes": sorted({*(args.sizes or []), args.size}),
         "test_rows": args.test_rows,
         "engines": args.engines,
         "xgb_rounds": args.xgb_rounds,
@@ -215,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
     """One pipeline at one size; appends its rows to ``args.out``."""
     if args.pipeline == "ctr" and args.size > 1.1 * args.test_rows * 99:
         raise SystemExit("too many day files: raise --test-rows")
+    if any(s > args.size for s in args.sizes or []):
+        raise SystemExit("--sizes must not exceed --size (the generated days hold --size rows)")
     work: Path = args.work or args.home / "runs" / f"{args.pipeline}-{args.size}-{time.strftime('%Y%m%dT%H%M%S')}"
     (work / "pipelines").mkdir(parents=True, exist_ok=True)
     spec = bench_spec(args.pipeline, args.engines, args.with_model)
@@ -282,6 +285,9 @@ def run(args: argparse.Namespace) -> int:
             **whole,
         }
     )
+    report = report_table(work)
+    if report:  # the run folder is scratch: the learning curve's rows travel with the measurements
+        rows.append({**common, "stage": "_report", "task": "_report", "state": "success", "report_rows": report})
     with args.out.open("a") as sink:
         for row in rows:
             sink.write(json.dumps(row) + "\n")
@@ -302,6 +308,9 @@ def main() -> int:
     p.add_argument("pipeline", choices=["ctr", "physics"])
     p.add_argument("--size", type=int, required=True, help="train rows (ctr) or events (physics)")
     p.add_argument("--test-rows", type=int, help="ctr: test rows (default: min(size, 10^6))")
+    p.add_argument(
+        "--sizes", type=int, nargs="+", help="ctr: more train sizes (<= --size) in the same run: the learning curve"
+    )
     p.add_argument("--engines", nargs="+", default=list(ENGINE_STAGES), choices=list(ENGINE_STAGES))
     p.add_argument("--xgb-rounds", type=int, default=200)
     p.add_argument("--rf-trees", type=int, default=160)
@@ -323,7 +332,12 @@ def main() -> int:
     r.add_argument("rows", type=Path, nargs="+")
     r.add_argument("--plots", type=Path, help="folder for the PNG plots")
     c = sub.add_parser("curves", help="the learning curves of several ctr runs (their report stages' tables)")
-    c.add_argument("runs", type=Path, nargs="+", help="the runs' folders (<home>/runs/ctr-<size>-<time>)")
+    c.add_argument(
+        "runs",
+        type=Path,
+        nargs="+",
+        help="the runs' folders (<home>/runs/ctr-<size>-<time>) or the JSON lines files scale.py run wrote",
+    )
     c.add_argument("--plots", type=Path, required=True, help="folder for metrics.tsv, curves.json and the plots")
     j = sub.add_parser("project", help="core-hours and hours of a run over --rows rows, from the largest size")
     j.add_argument("rows_files", type=Path, nargs="+", metavar="rows")

@@ -1,6 +1,8 @@
 """``bench/scale.py curves``: the learning curves of several ``scale.py run ctr`` runs, one size each.
 
-Each run's ``report`` stage wrote ``metrics.tsv`` for its own train size; this merges them (a later
+Each run's ``report`` stage wrote ``metrics.tsv`` for its train sizes (``scale.py run`` also keeps
+its rows in the JSON lines file, as a ``_report`` row, so a run folder can be thrown away); this
+merges them (a later
 run of the same engine and size replaces an earlier one) and draws them with the report stage's own
 code: ROC AUC, log loss, train time and maximum memory against the train size (log x), one line per
 engine, the published local XGBoost curve dashed beside them.
@@ -25,15 +27,30 @@ def _value(text: str | None) -> Any:
         return text
 
 
-def report_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """The rows of the newest ``report/metrics.tsv`` under one run's storage root."""
+def report_table(run_dir: Path) -> list[dict[str, Any]]:
+    """The rows of the newest ``report/metrics.tsv`` under one run's storage root ([] without one)."""
     tables = sorted(run_dir.glob("storage/*/report/*/report/metrics.tsv"), key=lambda p: p.stat().st_mtime)
     if not tables:
-        raise SystemExit(f"{run_dir}: no report/metrics.tsv (did its report stage run?)")
+        return []
     with tables[-1].open(newline="") as handle:
         rows = [{k: _value(v) for k, v in row.items()} for row in csv.DictReader(handle, delimiter="\t")]
     for row in rows:
         row["Train size"] = int(row["Train size"])
+    return rows
+
+
+def report_rows(source: Path) -> list[dict[str, Any]]:
+    """A run folder's report table, or the ``_report`` rows ``scale.py run`` kept in a JSON lines file."""
+    if source.is_file():
+        rows = []
+        for line in source.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("stage") == "_report":
+                rows.extend(record["report_rows"])
+        return rows
+    rows = report_table(source)
+    if not rows:
+        raise SystemExit(f"{source}: no report/metrics.tsv (did its report stage run?)")
     return rows
 
 

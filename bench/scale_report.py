@@ -23,6 +23,8 @@ def load_rows(paths: list[Path]) -> dict[tuple[str, int, str, str], dict[str, An
         for line in path.read_text().splitlines():
             if line.strip():
                 row = json.loads(line)
+                if row["stage"] == "_report":  # the learning curve's table: scale.py curves reads it
+                    continue
                 rows[(row["pipeline"], row["size"], row["task"], row.get("master", DEFAULT_MASTER))] = row
     return rows
 
