@@ -92,7 +92,7 @@ def measure(folder: Path, load: str, rounds: int, cache: Path) -> dict[str, Any]
         label_col="label", max_bin=256, batch_rows=65536, in_memory_max_mb=2048, external_min_mb=0, load=load
     )
     started = time.time()
-    matrix, mode = quantile_matrix(parquet_files(str(folder)), meta, params, cache_dir=cache)  # type: ignore[arg-type]
+    matrix, mode = quantile_matrix(parquet_files(str(folder)), meta, params, cache_dir=cache)
     built = {"build_s": round(time.time() - started, 1), "build_peak_anon_mb": peak["anon_mb"]}
     built["build_hwm_mb"] = status()["VmHWM"]
     started = time.time()
