@@ -43,10 +43,14 @@ def test_the_physics_copy_is_the_data_stages_and_optionally_the_hlf_model(tmp_pa
 
 def test_generated_days_hold_the_train_size_and_a_test_day() -> None:
     args = type("Args", (), {"pipeline": "ctr", "size": 10_000_000, "test_rows": 1_000_000})()
-    args.engines, args.xgb_rounds, args.rf_trees = ["xgb_single"], 200, 160
+    args.engines, args.xgb_rounds, args.rf_trees, args.sizes = ["xgb_single"], 200, 160, None
     params = scale.run_params(args)
     day = params["gen_rows"] // params["gen_days"]
     assert day >= 1_000_000 and day * (params["gen_days"] - 1) >= 10_000_000
+    assert params["sizes"] == [10_000_000]
+    # --sizes adds learning-curve points to the same run; the days still hold the largest
+    args.sizes = [100_000, 10_000, 10_000_000]
+    assert scale.run_params(args)["sizes"] == [10_000, 100_000, 10_000_000]
 
 
 def test_slope_is_taken_between_the_two_largest_sizes() -> None:
