@@ -55,7 +55,6 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale_curves import report_table
 from scale_probe import ProcessSampler, connect_server_pids, spark_task_metrics, stage_manifests, stage_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -285,6 +284,8 @@ def run(args: argparse.Namespace) -> int:
             **whole,
         }
     )
+    from scale_curves import report_table
+
     report = report_table(work)
     if report:  # the run folder is scratch: the learning curve's rows travel with the measurements
         rows.append({**common, "stage": "_report", "task": "_report", "state": "success", "report_rows": report})

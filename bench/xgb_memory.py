@@ -5,7 +5,7 @@
 Writes, once per size, Parquet shards shaped like criteo_ctr's ``hashed`` stage (a Spark ML sparse
 vector of 2^17 dims per row: 13 numeric entries and 26 one-hot categorical ones, 39 non-zeros)
 and then, in a fresh process per (rows, load), builds the matrix with ``quantile_matrix`` (the
-stage's own code) and trains ``--rounds`` rounds with the benchmark's params. A sampler thread
+stage's own code) and trains ``--rounds`` rounds with the stage's default (the benchmark's) params. A sampler thread
 reads ``/proc/self/status`` every 0.1 s: the peak of anonymous memory (what the process really
 holds) and ``VmHWM`` (the peak RSS, which also counts file pages it maps: external memory's
 pages are read through the page cache).
@@ -26,19 +26,6 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DIMS = 1 << 17
-PARAMS = {
-    "objective": "binary:logistic",
-    "max_depth": 7,
-    "eta": 0.2,
-    "gamma": 0.4,
-    "subsample": 0.8,
-    "colsample_bytree": 0.8,
-    "min_child_weight": 20,
-    "alpha": 3,
-    "lambda": 100,
-    "tree_method": "hist",
-    "max_bin": 256,
-}
 
 
 def write_shards(rows: int, folder: Path, chunk: int = 250_000) -> None:
@@ -73,6 +60,7 @@ def measure(folder: Path, load: str, rounds: int, cache: Path) -> dict[str, Any]
     sys.path.insert(0, str(REPO / "src"))
     import xgboost as xgb
 
+    from dagspec.kinds.training.train_xgboost import TrainXGBoostParams
     from dagspec.kinds.training.xgboost_data import parquet_files, quantile_matrix
 
     peak = {"anon_mb": 0}
@@ -96,7 +84,13 @@ def measure(folder: Path, load: str, rounds: int, cache: Path) -> dict[str, Any]
     built = {"build_s": round(time.time() - started, 1), "build_peak_anon_mb": peak["anon_mb"]}
     built["build_hwm_mb"] = status()["VmHWM"]
     started = time.time()
-    xgb.train({**PARAMS, "nthread": 2}, matrix, rounds, evals=[(matrix, "train")], verbose_eval=False)
+    xgb.train(
+        {**TrainXGBoostParams().booster_params(), "nthread": 2},
+        matrix,
+        rounds,
+        evals=[(matrix, "train")],
+        verbose_eval=False,
+    )
     time.sleep(0.2)
     return {
         "load": mode,

@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -261,61 +263,52 @@ def _train_single_node(
     start_round: int,
     scratch: Path,
 ) -> tuple[Any, dict[str, list[float]]]:
-    from dagspec.kinds.training.xgboost_data import parquet_files
+    import xgboost as xgb
+
+    from dagspec.kinds.training.xgboost_data import parquet_files, quantile_matrix
 
     train_path, val_path = ctx.input_path("train"), ctx.input_path("validation")
     if train_path is None:  # a required role: the spec cannot leave it out
         raise StageFailedError("train_xgboost: the train input is not wired")
     train_files = parquet_files(train_path)
+    with external_pages(scratch) as pages:
+        dtrain, ctx.metrics["train_data"] = quantile_matrix(train_files, meta, params, cache_dir=pages)
+        if pages.exists():
+            ctx.metrics["external_memory_mb"] = round(
+                sum(f.stat().st_size for f in pages.rglob("*") if f.is_file()) / 2**20, 1
+            )
+        evals = [(dtrain, "train")]
+        if val_path is not None:
+            val_files = parquet_files(val_path)
+            dval, _ = quantile_matrix(val_files, meta, params, ref=dtrain)
+            evals.append((dval, "validation"))
+        booster_params = {**params.booster_params(), "nthread": params.nthread or os.cpu_count() or 1}
+        history: dict[str, dict[str, list[float]]] = {}
+        remaining = params.num_round - start_round
+        if remaining <= 0:
+            return init, {}
+        booster = xgb.train(
+            booster_params,
+            dtrain,
+            num_boost_round=remaining,
+            evals=evals,
+            evals_result=history,
+            verbose_eval=False,
+            xgb_model=init,
+            callbacks=[checkpoint_callback(scratch / CHECKPOINT, params.checkpoint_every)],
+        )
+        return booster, {name: [float(v) for v in h["logloss"]] for name, h in history.items()}
+
+
+@contextmanager
+def external_pages(scratch: Path) -> Iterator[Path]:
+    """The folder for xgboost's external-memory pages, emptied before (a killed attempt's) and after."""
     pages = scratch / "external_memory"
-    shutil.rmtree(pages, ignore_errors=True)  # a killed attempt's pages: rebuilt from the shards
+    shutil.rmtree(pages, ignore_errors=True)
     try:
-        return _fit_single_node(params, meta, init, start_round, scratch, train_files, val_path, pages, ctx)
+        yield pages
     finally:
         shutil.rmtree(pages, ignore_errors=True)
-
-
-def _fit_single_node(
-    params: TrainXGBoostParams,
-    meta: dict[str, Any],
-    init: Any,
-    start_round: int,
-    scratch: Path,
-    train_files: list[str],
-    val_path: str | None,
-    pages: Path,
-    ctx: StageContext,
-) -> tuple[Any, dict[str, list[float]]]:
-    import xgboost as xgb
-
-    from dagspec.kinds.training.xgboost_data import parquet_files, quantile_matrix
-
-    dtrain, ctx.metrics["train_data"] = quantile_matrix(train_files, meta, params, cache_dir=pages)
-    if pages.exists():
-        ctx.metrics["external_memory_mb"] = round(
-            sum(f.stat().st_size for f in pages.rglob("*") if f.is_file()) / 2**20, 1
-        )
-    evals = [(dtrain, "train")]
-    if val_path is not None:
-        val_files = parquet_files(val_path)
-        dval, _ = quantile_matrix(val_files, meta, params, ref=dtrain)
-        evals.append((dval, "validation"))
-    booster_params = {**params.booster_params(), "nthread": params.nthread or os.cpu_count() or 1}
-    history: dict[str, dict[str, list[float]]] = {}
-    remaining = params.num_round - start_round
-    if remaining <= 0:
-        return init, {}
-    booster = xgb.train(
-        booster_params,
-        dtrain,
-        num_boost_round=remaining,
-        evals=evals,
-        evals_result=history,
-        verbose_eval=False,
-        xgb_model=init,
-        callbacks=[checkpoint_callback(scratch / CHECKPOINT, params.checkpoint_every)],
-    )
-    return booster, {name: [float(v) for v in h["logloss"]] for name, h in history.items()}
 
 
 def task_slots(spark: SparkSession) -> int:
