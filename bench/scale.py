@@ -23,8 +23,9 @@ runs; ``dags/`` and ``jobs/`` link to this checkout) gets its own Spark Connect 
 port for each run, stopped at the end, with Spark event logs on (``SPARK_CONF_DIR``), so every
 run starts from a fresh server JVM. ``--reuse-env`` instead uses the caller's Airflow home and
 Connect server (the test suite's smoke; shuffle bytes are then not read). ``--master`` picks the
-server's master (``local[1]``, ``local[2]``, a standalone cluster's ``spark://...``) for the
-time-against-cores curve:
+server's master (``local[1]``, ``local[2]``, a standalone cluster's ``spark://...``; the own-driver
+stages, LR and RF, are spark-submitted to the same master, and on a cluster its executors are sampled
+too) for the time-against-cores curve:
 
     .venv/bin/python bench/scale.py run ctr --size 1000000 --engines lr --master 'local[1]' --out ...
     .venv/bin/dagspec cluster up   # two workers of one core each; then --master spark://127.0.0.1:7077
@@ -55,7 +56,14 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale_probe import ProcessSampler, connect_server_pids, spark_task_metrics, stage_manifests, stage_rows
+from scale_probe import (
+    ProcessSampler,
+    connect_server_pids,
+    executor_pids,
+    spark_task_metrics,
+    stage_manifests,
+    stage_rows,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -228,7 +236,12 @@ def run(args: argparse.Namespace) -> int:
     env = environment(args, work)
     argv = [str(BIN / "dagspec"), "run", str(spec_path), "--storage-root", str(work / "storage")]
     port = int(env.get("DAGSPEC_CONNECT_PORT", "15002"))
-    sampler = ProcessSampler(lambda: {getattr(_run_command, "pid", -1), *connect_server_pids(port)}, args.interval)
+    cluster = args.master.startswith("spark://")
+
+    def roots() -> set[int]:
+        return {getattr(_run_command, "pid", -1), *connect_server_pids(port), *(executor_pids() if cluster else ())}
+
+    sampler = ProcessSampler(roots, args.interval)
     load0, started = os.getloadavg(), time.time()
     print(f"{time.strftime('%H:%M:%S')} {args.pipeline} {args.size}: {' '.join(argv[1:])}", flush=True)
     sampler.start()

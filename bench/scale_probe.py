@@ -165,19 +165,29 @@ def _rss_hwm_kb(pid: int, fallback_kb: int) -> tuple[int, int]:
     return rss, max(hwm, rss)
 
 
-def connect_server_pids(port: int) -> set[int]:
-    """The Spark Connect server JVM(s) listening on ``port`` (by their command line)."""
+def _pids_whose_command(matches: Any) -> set[int]:
     found = set()
-    needle = f"spark.connect.grpc.binding.port={port}"
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
                 cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if "SparkConnectServer" in cmd and needle in cmd and cmd.startswith(("java", "/")):
+            if cmd.startswith(("java", "/")) and matches(cmd):
                 found.add(int(entry.name))
     return found
+
+
+def connect_server_pids(port: int) -> set[int]:
+    """The Spark Connect server JVM(s) listening on ``port`` (by their command line)."""
+    needle = f"spark.connect.grpc.binding.port={port}"
+    return _pids_whose_command(lambda cmd: "SparkConnectServer" in cmd and needle in cmd)
+
+
+def executor_pids() -> set[int]:
+    """Standalone executors on this machine (``dagspec cluster up`` starts them under its workers, outside
+    the run's process tree): with ``--master spark://`` their CPU and memory are the run's."""
+    return _pids_whose_command(lambda cmd: "CoarseGrainedExecutorBackend" in cmd)
 
 
 def _task_ends(events_dir: Path) -> list[dict[str, Any]]:

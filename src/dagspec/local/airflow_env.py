@@ -96,16 +96,22 @@ def local_mode() -> str:
 
 
 def local_connections(mode: str) -> dict[str, dict[str, Any]]:
-    """The default connection of ``mode`` (key ``""``) and the connections it refers to."""
-    submit = {"conn_type": "spark", "host": "local[*]"}
+    """The default connection of ``mode`` (key ``""``) and the connections it refers to.
+
+    In ``connect`` mode the stages that need a driver of their own are spark-submitted to the local
+    server's master (``$DAGSPEC_CONNECT_MASTER``, ``local[*]`` by default), so that every stage of a
+    run computes on the same cores or cluster.
+    """
     if mode == "spark":
-        return {"": submit}
+        return {"": {"conn_type": "spark", "host": "local[*]"}}
     from dagspec.job.connect_server import ServerSettings
 
+    settings = ServerSettings.from_env()
+    submit = {"conn_type": "spark", "host": settings.master}
     connect = {
         "conn_type": "spark_connect",
         "host": "sc://127.0.0.1",
-        "port": ServerSettings.from_env().port,
+        "port": settings.port,
         # stages that need a driver of their own are spark-submitted through this one
         "extra": {"submit_conn_id": LOCAL_SUBMIT_CONN_ID, LOCAL_SERVER_EXTRA: True},
     }
