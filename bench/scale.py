@@ -169,6 +169,16 @@ def environment(args: argparse.Namespace, work: Path) -> dict[str, str]:
         "DAGSPEC_STORAGE_ROOT": env["DAGSPEC_STORAGE_ROOT"],
         "DAGSPEC_CONNECT_PORT": str(_free_port()),
         "DAGSPEC_CONNECT_MASTER": args.master,
+        # every stage spark-submitted to the master, as `dagspec cluster up` advises (a Connect
+        # server would hold every core of a standalone cluster, and own-driver stages wait)
+        **(
+            {
+                "DAGSPEC_MODE": "spark",
+                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": args.master}),
+            }
+            if args.mode == "spark"
+            else {}
+        ),
         "SPARK_CONF_DIR": str(work / "conf"),
         "PYTHONPATH": str(code / "src"),
         "PYSPARK_PYTHON": sys.executable,
@@ -266,6 +276,7 @@ def run(args: argparse.Namespace) -> int:
         "load_avg_end": [round(x, 2) for x in os.getloadavg()],
         "cores": os.cpu_count(),
         "master": args.master,
+        "mode": args.mode,
         "code": env.get("PYTHONPATH", str(REPO / "src")),
     }
     rows = []
@@ -335,6 +346,14 @@ def main() -> int:
         help="the run's Connect server's master: local[*] (default), local[1], local[2], or a standalone "
         "cluster's spark://host:port (`dagspec cluster up`); rows of other masters than local[*] make "
         "the report's time-against-cores table",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["connect", "spark"],
+        default="connect",
+        help="connect (default): stages are clients of the run's Connect server on --master; spark: every"
+        " stage is spark-submitted to --master with a driver of its own (a standalone cluster's cores go"
+        " to one application at a time)",
     )
     p.add_argument("--home", type=Path, default=Path("/tmp/dagspec-scale"), help="the private project home")
     p.add_argument("--work", type=Path, help="this run's folder (default: <home>/runs/<pipeline>-<size>-<time>)")

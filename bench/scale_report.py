@@ -37,8 +37,10 @@ def master_cores(master: str) -> str:
 def cores_table(rows: list[dict[str, Any]]) -> list[str]:
     """Per stage, its time on each master (one size): the time-against-cores table."""
     masters = sorted({r.get("master", DEFAULT_MASTER) for r in rows})
+    submitted = {r.get("master", DEFAULT_MASTER) for r in rows if r.get("mode") == "spark"}
+    names = [master_cores(m) + (" (spark-submit)" if m in submitted else "") for m in masters]
     lines = [
-        "| stage | rows | " + " | ".join(f"{master_cores(m)}: stage s / CPU s" for m in masters) + " |",
+        "| stage | rows | " + " | ".join(f"{name}: stage s / CPU s" for name in names) + " |",
         "|---|---:|" + "---:|" * len(masters),
     ]
     by_stage: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
