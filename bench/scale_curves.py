@@ -35,6 +35,23 @@ def report_table(run_dir: Path) -> list[dict[str, Any]]:
         rows = [{k: _value(v) for k, v in row.items()} for row in csv.DictReader(handle, delimiter="\t")]
     for row in rows:
         row["Train size"] = int(row["Train size"])
+    return _with_intervals(rows, tables[-1].with_name("curves.json"))
+
+
+def _with_intervals(rows: list[dict[str, Any]], curves_json: Path) -> list[dict[str, Any]]:
+    """The rows with ``<column> low`` / ``high`` from the report's curves.json (metrics.tsv has no intervals)."""
+    if not curves_json.is_file():
+        return rows
+    drawn = json.loads(curves_json.read_text())
+    for column in ("ROC AUC", "Log loss"):
+        bars = {
+            (engine, int(size)): (low, high)
+            for engine, points in drawn.get(f"{column} interval", {}).items()
+            for size, low, high in points
+        }
+        for row in rows:
+            low, high = bars.get((str(row["Engine"]), row["Train size"]), (None, None))
+            row[f"{column} low"], row[f"{column} high"] = low, high
     return rows
 
 

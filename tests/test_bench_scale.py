@@ -124,6 +124,17 @@ def test_the_runs_report_tables_merge_into_one_learning_curve_beside_the_publish
     assert "| xgb_single | 1,000,000 | 0.8330 | 0.1080 | 85.6 | 2588.6 | 1.9 |" in table.splitlines()
 
 
+def test_the_report_stages_intervals_become_the_merged_curves_error_bars(tmp_path: Path) -> None:
+    run = _run_with_report(tmp_path / "ctr-1000000", ["xgb_single\t1000000\t0.833\t0.108\t85.6\t2588.6\t1.9"])
+    (next(run.glob("storage/*/report/*/report")) / "curves.json").write_text(
+        json.dumps({"ROC AUC interval": {"xgb_single": [[1000000, 0.829, 0.837]]}})
+    )
+    curves([run], tmp_path / "plots")
+    drawn = json.loads((tmp_path / "plots" / "curves.json").read_text())
+    assert drawn["ROC AUC interval"] == {"xgb_single": [[1000000, 0.829, 0.837]]}
+    assert "Log loss interval" not in drawn  # none in the run's table: no bars invented
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(600)
 def test_the_smallest_physics_run_measures_every_stage(tmp_path: Path, airflow_home: Path) -> None:
