@@ -16,6 +16,14 @@ the 39 columns as numbers). Then per repeat (seed = repeat) and feature set:
   stage does) or a float32 matrix (as_is; NaN = missing), ``xgboost.DMatrix`` and ``xgboost.train``
   with the same params, nthread and seed, no eval set: wall and CPU seconds from the read to the booster.
 
+``--from-run STORAGE`` instead compares a finished ``scale.py run ctr`` (its pipeline storage,
+``<run>/storage/criteo_ctr``) at each train size it has: the committed ``xgb_single__<size>``
+booster against plain ``xgboost.train`` with that model card's params on the very Parquet rows it
+was trained on (``hashed__<size>``), both scored on the run's ``hashed_test``; one repeat (the
+run's seed):
+
+    .venv/bin/python bench/xgb_vs_plain.py --from-run /tmp/scale/home/runs/ctr-.../storage/criteo_ctr --out ...
+
 Both boosters are scored on the test day (sklearn ROC AUC). The ratio columns are dagspec over plain.
 CPU seconds include OpenMP's spin-waiting, which on a loaded machine can cost more than the work
 (measured: 9x on 39 columns at load 15); run with ``OMP_WAIT_POLICY=PASSIVE`` there (both sides
@@ -91,7 +99,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work", default=None, help="scratch directory; committed data stages there are reused")
     parser.add_argument("--out", default=None, help="JSON results (default: WORK/xgb_vs_plain.json)")
+    parser.add_argument("--from-run", type=Path, help="a scale run's pipeline storage: compare its xgb_single models")
     args = parser.parse_args()
+    if args.from_run:
+        results = compare_run(args.from_run, args.nthread)
+        Path(args.out or "xgb_vs_plain_run.json").write_text(json.dumps(results, indent=2))
+        print(run_table(results))
+        return 0
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="dagspec-bench-xgb-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -178,6 +192,69 @@ def compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "runs": runs,
         "medians": medians(runs),
     }
+
+
+def compare_run(storage: Path, nthread: int) -> dict[str, Any]:
+    """Per train size of a scale run: its committed xgb_single booster and plain xgboost on the same rows."""
+    import xgboost as xgb
+
+    from dagspec.checkpoint import latest
+
+    def committed(stage: str, output: str) -> str:
+        found = latest(str(storage / stage))
+        if found is None:
+            raise SystemExit(f"{storage / stage}: no committed checkpoint")
+        return f"{found.path}/{output}"
+
+    sizes = sorted(int(d.name.split("__")[1]) for d in storage.glob("xgb_single__*"))
+    x_test: Any = None
+    y_test: Any = None
+    runs = []
+    for size in sizes:
+        model_dir = Path(committed(f"xgb_single__{size}", "model").removeprefix("file://"))
+        card = json.loads((model_dir / "model.json").read_text())
+        n_features = int(card["num_features"])
+        if x_test is None:
+            x_test, y_test, _ = _matrix(committed("hashed_test", "data"), "hashed", n_features)
+        dtest = xgb.DMatrix(x_test, missing=card["missing"])
+        ours = xgb.Booster(model_file=str(model_dir / card["artifact"]))
+        params = {k: v for k, v in card["params"].items() if k not in ("num_round", "workers")}
+        params["nthread"] = nthread
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        x, y, _ = _matrix(committed(f"hashed__{size}", "data"), "hashed", n_features)
+        plain = xgb.train(params, xgb.DMatrix(x, label=y, missing=card["missing"]), num_boost_round=card["rounds"])
+        plain_s, plain_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        run = {
+            "size": size,
+            "rows": len(y),
+            "test_rows": len(y_test),
+            "rounds": card["rounds"],
+            "fit_s": card["train_time_s"],
+            "peak_memory_mb": card["peak_memory_mb"],
+            "plain_s": plain_s,
+            "plain_cpu_s": plain_cpu,
+            "auc": _auc(y_test, ours.predict(dtest)),
+            "plain_auc": _auc(y_test, plain.predict(dtest)),
+            "loadavg": os.getloadavg()[0],
+        }
+        print(json.dumps(run), flush=True)
+        runs.append(run)
+        del x, y, plain
+    return {"storage": str(storage), "nthread": nthread, "xgboost": xgb.__version__, "runs": runs}
+
+
+def run_table(results: dict[str, Any]) -> str:
+    """A Markdown table of a scale run's sizes: AUC of its booster and of plain xgboost, fit times."""
+    lines = [
+        "| train rows | dagspec AUC | plain AUC | difference | dagspec fit s | plain s | load |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results["runs"]:
+        lines.append(
+            f"| {r['rows']:,} | {r['auc']:.4f} | {r['plain_auc']:.4f} | {r['auc'] - r['plain_auc']:+.4f} "
+            f"| {r['fit_s']:.1f} | {r['plain_s']:.1f} | {r['loadavg']:.1f} |"
+        )
+    return "\n".join(lines)
 
 
 def medians(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
