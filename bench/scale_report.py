@@ -34,24 +34,70 @@ def master_cores(master: str) -> str:
     return master if master.startswith("local[") else f"cluster {master.split('//', 1)[-1]}"
 
 
+def _by_cores(master: str) -> tuple[int, int, str]:
+    """``local[1]``, ``local[2]``, ..., ``local[*]``, then clusters."""
+    if master.startswith("local["):
+        inner = master[6:-1]
+        return (0, int(inner) if inner.isdigit() else 1 << 30, master)
+    return (1, 0, master)
+
+
 def cores_table(rows: list[dict[str, Any]]) -> list[str]:
-    """Per stage, its time on each master (one size): the time-against-cores table."""
-    masters = sorted({r.get("master", DEFAULT_MASTER) for r in rows})
+    """Per stage, its time on each master (one size) and its speed-up over the first master (fewest
+    cores: ``local[1]``): the time-against-cores table; a last row sums the stages."""
+    masters = sorted({r.get("master", DEFAULT_MASTER) for r in rows}, key=_by_cores)
     submitted = {r.get("master", DEFAULT_MASTER) for r in rows if r.get("mode") == "spark"}
     names = [master_cores(m) + (" (spark-submit)" if m in submitted else "") for m in masters]
     lines = [
-        "| stage | rows | " + " | ".join(f"{name}: stage s / CPU s" for name in names) + " |",
+        "| stage | rows | " + " | ".join(f"{name}: stage s / CPU s (speed-up)" for name in names) + " |",
         "|---|---:|" + "---:|" * len(masters),
     ]
     by_stage: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for r in rows:
         if r.get("stage_s") is not None:
             by_stage[r["stage"]][r.get("master", DEFAULT_MASTER)] = r
+    total: dict[str, float] = defaultdict(float)
     for stage, per in by_stage.items():
-        cells = [f"{_f(per[m]['stage_s'])} / {_f(per[m].get('cpu_s'))}" if m in per else "-" for m in masters]
+        cells = []
+        for m in masters:
+            if m not in per:
+                cells.append("-")
+                continue
+            total[m] += per[m]["stage_s"]
+            base = per.get(masters[0], {}).get("stage_s")
+            speedup = f" ({base / per[m]['stage_s']:.2f}x)" if base and m != masters[0] else ""
+            cells.append(f"{_f(per[m]['stage_s'])} / {_f(per[m].get('cpu_s'))}{speedup}")
         n = next(iter(per.values())).get("rows")
         lines.append(f"| {stage} | {_f(n)} | {' | '.join(cells)} |")
+    if all(m in total for m in masters):
+        cells = [
+            f"{total[m]:.1f}" + (f" ({total[masters[0]] / total[m]:.2f}x)" if m != masters[0] else "") for m in masters
+        ]
+        lines.append(f"| **all stages** | | {' | '.join(cells)} |")
     return lines
+
+
+def cores_plot(rows: list[dict[str, Any]], png: Path) -> None:
+    """time_vs_cores: each stage's time on each master, grouped bars (the cores table drawn)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    masters = sorted({r.get("master", DEFAULT_MASTER) for r in rows}, key=_by_cores)
+    stages = list(dict.fromkeys(r["stage"] for r in rows if r.get("stage_s") is not None))
+    per = {(r["stage"], r.get("master", DEFAULT_MASTER)): r["stage_s"] for r in rows if r.get("stage_s") is not None}
+    fig, ax = plt.subplots(figsize=(9, 5))
+    width = 0.8 / len(masters)
+    for i, master in enumerate(masters):
+        xs = [j + i * width for j in range(len(stages))]
+        ax.bar(xs, [per.get((stage, master), 0.0) for stage in stages], width, label=master_cores(master))
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(stages))], stages, rotation=30, ha="right")
+    ax.set(ylabel="stage time (s)", title="time against cores (lower is faster)")
+    ax.legend(fontsize=8)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=100, bbox_inches="tight")
+    plt.close(fig)
 
 
 def _f(value: Any, digits: int = 1) -> str:
@@ -162,6 +208,10 @@ def report(paths: list[Path], plots: Path | None) -> str:
     for pipeline, size in sorted({(k[0], k[1]) for k in every if k[3] != DEFAULT_MASTER}):
         same = [r for k, r in every.items() if k[:2] == (pipeline, size) and r["stage"] != "_run"]
         out += [f"### {pipeline} at {size:,}: time against cores", "", *cores_table(same), ""]
+        if plots is not None:
+            png = plots / f"{pipeline}_{size}_time_vs_cores.png"
+            cores_plot(same, png)
+            out += [f"![{pipeline} time against cores]({png})", ""]
     for pipeline in sorted({k[0] for k in rows}):
         mine = sorted(
             (r for k, r in rows.items() if k[0] == pipeline), key=lambda r: (r["size"], r.get("stage_s") is None)

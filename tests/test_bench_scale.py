@@ -59,18 +59,24 @@ def test_slope_is_taken_between_the_two_largest_sizes() -> None:
 
 
 def test_rows_of_other_masters_make_a_cores_table_and_stay_out_of_the_size_tables(tmp_path: Path) -> None:
-    def row(master: str, stage_s: float) -> dict[str, object]:
-        return {"pipeline": "ctr", "size": 10**6, "task": "hashed", "stage": "hashed", "master": master,
-                "state": "ran", "stage_s": stage_s, "cpu_s": 2 * stage_s, "rows": 10**6}  # fmt: skip
+    def row(master: str, stage_s: float, stage: str = "hashed") -> dict[str, object]:
+        return {"pipeline": "ctr", "size": 10**6, "task": stage, "stage": stage, "master": master,
+                "state": "ran", "stage_s": stage_s, "cpu_s": 2 * stage_s, "rows": 10**6,
+                "mode": "spark" if master.startswith("spark") else "connect"}  # fmt: skip
 
     rows = tmp_path / "rows.jsonl"
     masters = [("local[*]", 10.0), ("local[1]", 19.0), ("spark://127.0.0.1:7077", 12.0)]
-    rows.write_text("".join(json.dumps(row(m, s)) + "\n" for m, s in masters))
-    text = report([rows], None)
+    lines = [row(m, s) for m, s in masters] + [row(m, s / 2, "lr") for m, s in masters]
+    rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    text = report([rows], tmp_path / "plots")
     cores, per_stage = text.split("### ctr: per stage")
     assert "| hashed | 1,000,000 | 127.0.0.1:7077" not in cores  # one row per stage, a column per master
-    assert "| hashed | 1,000,000 | 10.0 / 20.0 | 19.0 / 38.0 | 12.0 / 24.0 |" in cores
-    assert "local[1]: stage s / CPU s" in cores and "cluster 127.0.0.1:7077" in cores
+    # fewest cores first; speed-ups against it
+    assert "| hashed | 1,000,000 | 19.0 / 38.0 | 10.0 / 20.0 (1.90x) | 12.0 / 24.0 (1.58x) |" in cores
+    assert "| lr | 1,000,000 | 9.5 / 19.0 | 5.0 / 10.0 (1.90x) | 6.0 / 12.0 (1.58x) |" in cores
+    assert "| **all stages** | | 28.5 | 15.0 (1.90x) | 18.0 (1.58x) |" in cores
+    assert "local[1]: stage s / CPU s" in cores and "cluster 127.0.0.1:7077 (spark-submit)" in cores
+    assert (tmp_path / "plots" / "ctr_1000000_time_vs_cores.png").stat().st_size > 0
     assert per_stage.count("| hashed |") == 1 and "| 10.0 |" in per_stage  # only local[*] in the size table
 
 
