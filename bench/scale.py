@@ -161,6 +161,12 @@ def environment(args: argparse.Namespace, work: Path) -> dict[str, str]:
     (work / "conf" / "spark-defaults.conf").write_text(EVENT_LOG_CONF.format(dir=work / "events"))
     jobs.symlink_to(code / "jobs")
     keep = {k: v for k, v in env.items() if not k.startswith(("AIRFLOW", "DAGSPEC_"))}
+    # --mode spark: every stage spark-submitted to the master, as `dagspec cluster up` advises (a
+    # Connect server would hold every core of a standalone cluster, and own-driver stages wait)
+    if args.mode == "spark":
+        keep.update(
+            DAGSPEC_MODE="spark", AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": args.master})
+        )
     return {
         **keep,
         "DAGSPEC_HOME": str(home),
@@ -169,16 +175,6 @@ def environment(args: argparse.Namespace, work: Path) -> dict[str, str]:
         "DAGSPEC_STORAGE_ROOT": env["DAGSPEC_STORAGE_ROOT"],
         "DAGSPEC_CONNECT_PORT": str(_free_port()),
         "DAGSPEC_CONNECT_MASTER": args.master,
-        # every stage spark-submitted to the master, as `dagspec cluster up` advises (a Connect
-        # server would hold every core of a standalone cluster, and own-driver stages wait)
-        **(
-            {
-                "DAGSPEC_MODE": "spark",
-                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": args.master}),
-            }
-            if args.mode == "spark"
-            else {}
-        ),
         "SPARK_CONF_DIR": str(work / "conf"),
         "PYTHONPATH": str(code / "src"),
         "PYSPARK_PYTHON": sys.executable,
@@ -351,9 +347,8 @@ def main() -> int:
         "--mode",
         choices=["connect", "spark"],
         default="connect",
-        help="connect (default): stages are clients of the run's Connect server on --master; spark: every"
-        " stage is spark-submitted to --master with a driver of its own (a standalone cluster's cores go"
-        " to one application at a time)",
+        help="connect: stages are clients of the run's Connect server on --master; spark: every stage is"
+        " spark-submitted to --master (a standalone cluster's cores go to one application at a time)",
     )
     p.add_argument("--home", type=Path, default=Path("/tmp/dagspec-scale"), help="the private project home")
     p.add_argument("--work", type=Path, help="this run's folder (default: <home>/runs/<pipeline>-<size>-<time>)")

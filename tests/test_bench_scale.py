@@ -168,3 +168,16 @@ def test_the_smallest_physics_run_measures_every_stage(tmp_path: Path, airflow_h
     assert shown.returncode == 0, shown.stderr
     assert "| features | 200 | ran |" in shown.stdout
     assert (tmp_path / "plots" / "physics_time.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("mode", ["connect", "spark"])
+def test_the_runs_environment_sends_every_stage_to_the_master_in_spark_mode(tmp_path: Path, mode: str) -> None:
+    master = "spark://127.0.0.1:7077"
+    args = type("Args", (), {"reuse_env": False, "home": tmp_path / "home", "master": master, "mode": mode})()
+    env = scale.environment(args, tmp_path / "work")
+    assert env["DAGSPEC_CONNECT_MASTER"] == master  # the local server's (and own-driver stages') master
+    if mode == "spark":
+        assert env["DAGSPEC_MODE"] == "spark"
+        assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"]) == {"conn_type": "spark", "host": master}
+    else:
+        assert "DAGSPEC_MODE" not in env and "AIRFLOW_CONN_SPARK_DEFAULT" not in env
