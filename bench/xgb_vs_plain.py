@@ -89,6 +89,29 @@ def _auc(y: Any, p: Any) -> float:
     return float(roc_auc_score(y, p))
 
 
+def _plain_against(
+    ours: Any, params: dict[str, Any], train: str, features: str, n_features: int, test: Any, rounds: int
+) -> dict[str, Any]:
+    """Plain ``xgboost.train`` on the Parquet at ``train`` (read, DMatrix, train: wall and CPU s), then
+    both boosters' ROC AUC on ``test`` = (X, y, missing)."""
+    import xgboost as xgb
+
+    x_test, y_test, missing = test
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    x, y, _ = _matrix(train, features, n_features)
+    plain = xgb.train(params, xgb.DMatrix(x, label=y, missing=missing), num_boost_round=rounds)
+    plain_s, plain_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    dtest = xgb.DMatrix(x_test, missing=missing)
+    return {
+        "rows": len(y),
+        "plain_s": plain_s,
+        "plain_cpu_s": plain_cpu,
+        "auc": _auc(y_test, ours.predict(dtest)),
+        "plain_auc": _auc(y_test, plain.predict(dtest)),
+        "loadavg": os.getloadavg()[0],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000, help="train rows (the test day has as many)")
@@ -150,7 +173,6 @@ def compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     for rep in range(args.repeats):
         plan = resolve_pipeline(spec, default_context(spec, {"rep": rep}))
         for features in args.features:
-            x_test, y_test, missing = tests[features]
             stage = plan[f"xgb_{features}"]
             cpu0 = time.process_time()
             manifest = run_stage(spark, stage).manifest
@@ -158,26 +180,16 @@ def compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             model_dir = Path(stage.output_path("model").removeprefix("file://"))
             meta = json.loads((model_dir / "model.json").read_text())
             ours = xgb.Booster(model_file=str(model_dir / meta["artifact"]))
-            dtest = xgb.DMatrix(x_test, missing=missing)
-
             params = {**TrainXGBoostParams(seed=rep).booster_params(), "nthread": args.nthread}
-            cpu0, t0 = time.process_time(), time.perf_counter()
-            x, y, _ = _matrix(plan[f"train_{features}"].output_path("data"), features, n_features)
-            plain = xgb.train(params, xgb.DMatrix(x, label=y, missing=missing), num_boost_round=args.rounds)
-            plain_s, plain_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            train = plan[f"train_{features}"].output_path("data")
             run = {
                 "rep": rep,
                 "features": features,
-                "rows": len(y),
                 "num_features": int(meta["num_features"]),
                 "stage_s": manifest["duration_s"],
                 "fit_s": meta["train_time_s"],
                 "stage_cpu_s": stage_cpu,
-                "plain_s": plain_s,
-                "plain_cpu_s": plain_cpu,
-                "auc": _auc(y_test, ours.predict(dtest)),
-                "plain_auc": _auc(y_test, plain.predict(dtest)),
-                "loadavg": os.getloadavg()[0],
+                **_plain_against(ours, params, train, features, n_features, tests[features], args.rounds),
             }
             print(json.dumps(run), flush=True)
             runs.append(run)
@@ -207,39 +219,28 @@ def compare_run(storage: Path, nthread: int) -> dict[str, Any]:
         return f"{found.path}/{output}"
 
     sizes = sorted(int(d.name.split("__")[1]) for d in storage.glob("xgb_single__*"))
-    x_test: Any = None
-    y_test: Any = None
+    test: Any = None
     runs = []
     for size in sizes:
         model_dir = Path(committed(f"xgb_single__{size}", "model").removeprefix("file://"))
         card = json.loads((model_dir / "model.json").read_text())
         n_features = int(card["num_features"])
-        if x_test is None:
-            x_test, y_test, _ = _matrix(committed("hashed_test", "data"), "hashed", n_features)
-        dtest = xgb.DMatrix(x_test, missing=card["missing"])
+        if test is None:
+            test = _matrix(committed("hashed_test", "data"), "hashed", n_features)
         ours = xgb.Booster(model_file=str(model_dir / card["artifact"]))
         params = {k: v for k, v in card["params"].items() if k not in ("num_round", "workers")}
         params["nthread"] = nthread
-        cpu0, t0 = time.process_time(), time.perf_counter()
-        x, y, _ = _matrix(committed(f"hashed__{size}", "data"), "hashed", n_features)
-        plain = xgb.train(params, xgb.DMatrix(x, label=y, missing=card["missing"]), num_boost_round=card["rounds"])
-        plain_s, plain_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        train = committed(f"hashed__{size}", "data")
         run = {
             "size": size,
-            "rows": len(y),
-            "test_rows": len(y_test),
+            "test_rows": len(test[1]),
             "rounds": card["rounds"],
             "fit_s": card["train_time_s"],
             "peak_memory_mb": card["peak_memory_mb"],
-            "plain_s": plain_s,
-            "plain_cpu_s": plain_cpu,
-            "auc": _auc(y_test, ours.predict(dtest)),
-            "plain_auc": _auc(y_test, plain.predict(dtest)),
-            "loadavg": os.getloadavg()[0],
+            **_plain_against(ours, params, train, "hashed", n_features, test, card["rounds"]),
         }
         print(json.dumps(run), flush=True)
         runs.append(run)
-        del x, y, plain
     return {"storage": str(storage), "nthread": nthread, "xgboost": xgb.__version__, "runs": runs}
 
 
