@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -165,7 +166,7 @@ def _rss_hwm_kb(pid: int, fallback_kb: int) -> tuple[int, int]:
     return rss, max(hwm, rss)
 
 
-def _pids_whose_command(matches: Any) -> set[int]:
+def _pids_whose_command(matches: Callable[[str], bool]) -> set[int]:
     found = set()
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():

@@ -59,12 +59,12 @@ def cores_table(rows: list[dict[str, Any]]) -> list[str]:
     total: dict[str, float] = defaultdict(float)
     for stage, per in by_stage.items():
         cells = []
+        base = per.get(masters[0], {}).get("stage_s")
         for m in masters:
             if m not in per:
                 cells.append("-")
                 continue
             total[m] += per[m]["stage_s"]
-            base = per.get(masters[0], {}).get("stage_s")
             speedup = f" ({base / per[m]['stage_s']:.2f}x)" if base and m != masters[0] else ""
             cells.append(f"{_f(per[m]['stage_s'])} / {_f(per[m].get('cpu_s'))}{speedup}")
         n = next(iter(per.values())).get("rows")
