@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dagspec.kinds.catalog import load_catalog
 from dagspec.plan.modes import (
     CONNECT,
@@ -13,6 +15,7 @@ from dagspec.plan.modes import (
     is_server_on_this_machine,
     is_session_conf,
 )
+from dagspec.spec.safety import ALLOWED_RESOURCE_CONF, ALLOWED_RESULT_CONF
 from tests.conftest import REPO
 
 
@@ -82,3 +85,12 @@ def test_a_driver_of_its_own_runs_here_unless_the_submit_connection_asks_for_clu
     assert is_driver_here(None)  # no submit connection
     assert is_driver_here({}) and is_driver_here({"deploy-mode": "client"})
     assert not is_driver_here({"deploy-mode": "cluster", "namespace": "spark"})
+
+
+@pytest.mark.spark
+def test_every_allowed_sql_key_is_a_setting_a_connect_session_may_change(spark) -> None:
+    # a stage's spark.sql.* conf is set on its session of a running server: none may be static there
+    allowed = [key for key, _ in ALLOWED_RESOURCE_CONF + ALLOWED_RESULT_CONF if "*" not in key]
+    session_keys = [key for key in allowed if is_session_conf(key)]
+    assert "spark.sql.shuffle.partitions" in session_keys and not spark.conf.isModifiable("spark.sql.warehouse.dir")
+    assert [key for key in session_keys if not spark.conf.isModifiable(key)] == []

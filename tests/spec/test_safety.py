@@ -1,16 +1,28 @@
-"""The trust boundary in the spec: no shell from sql, no code-loading Spark conf, no templated conf."""
+"""The trust boundary in the spec: no shell from sql, only allowlisted Spark conf, no templated conf."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from dagspec.errors import SpecValidationError, StageConfigError
 from dagspec.kinds.transform.sql import refused_sql
+from dagspec.plan.fingerprint import RESOURCE_ONLY_CONF, conf_key_in, result_conf
 from dagspec.plan.resolve import default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
-from dagspec.spec.safety import ALLOWED_CONF_ENV, refusal
+from dagspec.spec.safety import (
+    ALLOWED_CONF_ENV,
+    ALLOWED_RESOURCE_CONF,
+    ALLOWED_RESULT_CONF,
+    is_on_allowlist,
+    refusal,
+)
+from tests.conftest import REPO
 from tests.helpers import write_spec
 
 TRANSFORM = "script transforms (TRANSFORM/MAP/REDUCE ... USING '<command>') run a shell command on every executor and are refused; use Spark SQL functions, or a kind of your own (docs/security.md)"
@@ -78,7 +90,7 @@ def test_ordinary_queries_pass(query: str) -> None:
     assert refused_sql(query) is None
 
 
-def test_process_starting_conf_keys_and_templated_values_are_refused(tmp_path: Path) -> None:
+def test_conf_keys_off_the_allowlist_and_templated_values_are_refused_at_their_line(tmp_path: Path) -> None:
     found = issues(
         tmp_path,
         """
@@ -87,22 +99,26 @@ def test_process_starting_conf_keys_and_templated_values_are_refused(tmp_path: P
             spark.pyspark.python: /bin/sh
             spark.driver.extraJavaOptions: "-XX:OnOutOfMemoryError=curl evil"
             spark.sql.shuffle.partitions: 8
+            spark.app.note: x
         stages:
           q:
             kind: sql
             params: {query: select 1}
             spark:
-              conf: {spark.executorEnv.LD_PRELOAD: /tmp/x.so, spark.app.note: "{{ conn.x.password }}"}
+              conf: {spark.executorEnv.LD_PRELOAD: /tmp/x.so, spark.sql.session.timeZone: "{{ conn.x.password }}"}
         """,
     )
+    hatch = "an administrator can allow it with DAGSPEC_ALLOWED_CONF, outside the spec (docs/security.md)"
     assert found == [
-        "pipelines/unsafe.yaml:3:5: spark.conf: 'spark.pyspark.python' is refused: it starts this program; an "
-        "administrator can allow it with DAGSPEC_ALLOWED_CONF (docs/security.md); 'spark.driver.extraJavaOptions' "
-        "is refused: it injects JVM options (-javaagent, -XX:OnOutOfMemoryError=<command>, ...); an administrator "
-        "can allow it with DAGSPEC_ALLOWED_CONF (docs/security.md)",
-        "pipelines/unsafe.yaml:11:13: stages.q.spark.conf: 'spark.executorEnv.LD_PRELOAD' is refused: it sets "
-        "environment variables of Spark's processes (PYSPARK_PYTHON, LD_PRELOAD, ...); an administrator can allow "
-        "it with DAGSPEC_ALLOWED_CONF (docs/security.md); 'spark.app.note': conf values are not templates "
+        f"pipelines/unsafe.yaml:3:5: spark.conf.spark.pyspark.python: 'spark.pyspark.python' is refused: it starts "
+        f"this program; {hatch}",
+        "pipelines/unsafe.yaml:4:5: spark.conf.spark.driver.extraJavaOptions: 'spark.driver.extraJavaOptions' is "
+        f"refused: it injects JVM options (-javaagent, -XX:OnOutOfMemoryError=<command>, ...); {hatch}",
+        "pipelines/unsafe.yaml:6:5: spark.conf.spark.app.note: 'spark.app.note' is not on the allowlist of Spark "
+        f"conf a spec may set; {hatch}",
+        "pipelines/unsafe.yaml:12:14: stages.q.spark.conf.spark.executorEnv.LD_PRELOAD: 'spark.executorEnv.LD_PRELOAD' "
+        f"is refused: it sets environment variables of Spark's processes (PYSPARK_PYTHON, LD_PRELOAD, ...); {hatch}",
+        "pipelines/unsafe.yaml:12:83: stages.q.spark.conf.spark.sql.session.timeZone: conf values are not templates "
         "('{{ conn.x.password }}'); nothing renders them, and a secret belongs in an Airflow connection "
         "(docs/security.md)",
     ]
@@ -111,32 +127,126 @@ def test_process_starting_conf_keys_and_templated_values_are_refused(tmp_path: P
 def test_an_administrator_allows_keys_outside_the_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = """
         spark: {conf: {spark.jars.packages: "io.delta:delta-spark_2.13:4.0.0", spark.sql.extensions: x.Y}}
-        stages: {q: {kind: sql, params: {query: select 1}}}
+        stages: {q: {kind: sql, params: {query: select 1}, spark: {conf: {spark.sql.caseSensitive: true}}}}
         """
-    assert len(issues(tmp_path, text)) == 1
-    monkeypatch.setenv(ALLOWED_CONF_ENV, "spark.jars.packages, spark.sql.extensions")
+    assert len(issues(tmp_path, text)) == 3
+    monkeypatch.setenv(ALLOWED_CONF_ENV, "spark.jars.packages, SPARK.SQL.EXTENSIONS,spark.sql.case*")
     spec = load_spec(write_spec(tmp_path, text, "allowed.yaml"))
     assert spec.spark.conf["spark.sql.extensions"] == "x.Y"
+    assert spec.stages["q"].spark is not None and spec.stages["q"].spark.conf == {"spark.sql.caseSensitive": True}
+    assert refusal("spark.sql.execution.pyspark.python") is not None  # only what the administrator named
+
+
+# accepted before the allowlist; each starts a program, loads code or changes how SQL text parses
+FORMER_HOLES = [
+    "spark.sql.execution.pyspark.python",
+    "spark.sql.hive.metastore.jars",
+    "spark.sql.hive.metastore.jars.path",
+    "spark.sql.catalog.evil",
+    "spark.sql.catalog.spark_catalog",
+    "spark.hadoop.fs.s3a.impl",
+    "spark.hadoop.fs.file.impl",
+    "spark.serializer",
+    "spark.kryo.registrator",
+    "spark.shuffle.manager",
+    "spark.sql.sources.commitProtocolClass",
+    "spark.sql.ansi.doubleQuotedIdentifiers",
+]
 
 
 @pytest.mark.parametrize(
-    ("key", "refused"),
+    "key",
     [
-        ("spark.pyspark.driver.python", True),
-        ("spark.executor.extraClassPath", True),
-        ("spark.yarn.am.extraJavaOptions", True),
-        ("spark.jars", True),
-        ("spark.submit.pyFiles", True),
-        ("spark.kubernetes.executor.podTemplateFile", True),
-        ("spark.executor.resource.gpu.discoveryScript", True),
-        ("spark.master", True),
-        ("spark.sql.shuffle.partitions", False),
-        ("spark.executor.memoryOverhead", False),
-        ("spark.serializer", False),
+        *FORMER_HOLES,
+        "spark.pyspark.driver.python",
+        "spark.executor.extraClassPath",
+        "spark.yarn.am.extraJavaOptions",
+        "spark.jars",
+        "spark.submit.pyFiles",
+        "spark.kubernetes.executor.podTemplateFile",
+        "spark.executor.resource.gpu.discoveryScript",
+        "spark.master",
+        "spark.sql.adaptive.customCostEvaluatorClass",
+        "spark.io.compression.codec",
+        "spark.eventLog.dir",
+        "spark.sql.warehouse.dir",
+        "SPARK.SQL.EXECUTION.PYSPARK.PYTHON",
+        "Spark.Hadoop.fs.s3a.impl",
+        "spark.SERIALIZER",
+        "SPARK.SQL.SHUFFLE.PARTITIONS",
+        "spark.some.future.key",
     ],
 )
-def test_refused_keys(key: str, refused: bool) -> None:
-    assert (refusal(key) is not None) == refused
+def test_keys_off_the_allowlist_are_refused(key: str) -> None:
+    assert not is_on_allowlist(key)
+    assert refusal(key) is not None
+
+
+def test_a_case_variant_is_refused_with_the_reason_of_its_key() -> None:
+    assert refusal("SPARK.SQL.EXECUTION.PYSPARK.PYTHON") == (
+        "'SPARK.SQL.EXECUTION.PYSPARK.PYTHON' is refused: it starts this program; an administrator can allow it "
+        "with DAGSPEC_ALLOWED_CONF, outside the spec (docs/security.md)"
+    )
+    assert refusal("Spark.Sql.Shuffle.Partitions") == (
+        "'Spark.Sql.Shuffle.Partitions' is not on the allowlist of Spark conf a spec may set (keys are "
+        "case-sensitive: did you mean 'spark.sql.shuffle.partitions'?); an administrator can allow it with "
+        "DAGSPEC_ALLOWED_CONF, outside the spec (docs/security.md)"
+    )
+
+
+def _conf_keys_in(text: str) -> set[str]:
+    """Spark conf keys of every inline ``conf: {...}`` mapping of a spec in ``text``."""
+    blocks = re.findall(r"conf: \{+([^}]*)\}", text)
+    return {key for block in blocks for key in re.findall(r"(spark\.[\w.]+): ", block)}
+
+
+def test_every_conf_key_the_shipped_pipelines_and_test_specs_use_is_allowed() -> None:
+    shipped = {key for path in sorted((REPO / "pipelines").glob("*.yaml")) for key in load_spec(path).spark.conf}
+    written = [*(REPO / "docs").glob("*.md"), *(REPO / "bench").glob("*.py"), *(REPO / "tests").rglob("*.py")]
+    written += [*(REPO / "tests").rglob("*.yaml"), *(REPO / "plugins").rglob("*.yaml")]
+    used = {key for path in written if path.name != "test_safety.py" for key in _conf_keys_in(path.read_text())}
+    assert "spark.sql.shuffle.partitions" in shipped
+    assert {"spark.executor.pyspark.memory", "spark.ui.enabled", "spark.sql.ansi.enabled"} <= used
+    assert [key for key in sorted(shipped | used) if refusal(key) is not None] == []
+
+
+def test_the_allowlist_agrees_with_the_cache_key() -> None:
+    # a key the allowlist calls resource-only stays out of the fingerprint; every other is in it
+    for pattern, why in ALLOWED_RESOURCE_CONF + ALLOWED_RESULT_CONF:
+        assert why and refusal(pattern.replace("*", "maxExecutors")) is None, pattern
+    resource = [p.replace("*", "maxExecutors") for p, _ in ALLOWED_RESOURCE_CONF]
+    result = [p for p, _ in ALLOWED_RESULT_CONF]
+    assert [key for key in resource if not conf_key_in(key, RESOURCE_ONLY_CONF)] == []
+    assert [key for key in result if conf_key_in(key, RESOURCE_ONLY_CONF)] == []
+    conf = {"spark.executor.pyspark.memory": "1g", "spark.sql.shuffle.partitions": "8", "spark.task.cpus": "2"}
+    assert result_conf(conf) == {"spark.sql.shuffle.partitions": "8", "spark.task.cpus": "2"}
+
+
+def test_dagspec_validate_names_the_file_line_and_key(tmp_path: Path) -> None:
+    path = write_spec(
+        tmp_path,
+        """
+        stages:
+          q:
+            kind: sql
+            params: {query: select 1}
+            spark:
+              conf:
+                spark.sql.shuffle.partitions: 4
+                spark.sql.execution.pyspark.python: /tmp/evil.sh
+        """,
+        "hole.yaml",
+    )
+    env = {**os.environ, "DAGSPEC_HOME": str(REPO)}
+    env.pop(ALLOWED_CONF_ENV, None)
+    dagspec = Path(sys.executable).parent / "dagspec"
+    done = subprocess.run([str(dagspec), "validate", str(path)], env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        f"{path}:8:9: stages.q.spark.conf.spark.sql.execution.pyspark.python: 'spark.sql.execution.pyspark.python' "
+        "is refused: it starts this program; an administrator can allow it with DAGSPEC_ALLOWED_CONF, outside the "
+        "spec (docs/security.md)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -27,11 +27,13 @@ from dagspec import storage
 
 RUNNER_MODULE = "dagspec.job.runtime"
 # Settings that only size or observe a run; every other conf key is in the key. Whole families
-# end with a dot.
+# end with a dot. The allowlist's resource keys (dagspec.spec.safety.ALLOWED_RESOURCE_CONF) are all
+# here; the rest only matter for keys an administrator allows (DAGSPEC_ALLOWED_CONF).
 RESOURCE_ONLY_CONF: tuple[str, ...] = (
     "spark.app.name",
     "spark.driver.memory",
     "spark.driver.memoryOverhead",
+    "spark.driver.memoryOverheadFactor",
     "spark.driver.cores",
     "spark.driver.maxResultSize",
     "spark.driver.host",
@@ -39,12 +41,15 @@ RESOURCE_ONLY_CONF: tuple[str, ...] = (
     "spark.driver.port",
     "spark.executor.memory",
     "spark.executor.memoryOverhead",
+    "spark.executor.memoryOverheadFactor",
+    "spark.executor.pyspark.memory",
     "spark.executor.cores",
     "spark.executor.instances",
     "spark.executor.heartbeatInterval",
     "spark.cores.max",
     "spark.task.maxFailures",
     "spark.network.timeout",
+    "spark.sql.broadcastTimeout",
     "spark.locality.wait",
     "spark.speculation",
     "spark.memory.",

@@ -25,6 +25,7 @@ from dagspec.spec.params import (
     StageParamsError,
     clean_location,
     describe_error,
+    is_key_error,
     render_stage_params,
     stage_context,
     stage_param_issues,
@@ -55,7 +56,7 @@ class _IssueCollector:
     def add_pydantic(self, errors: list[Any], prefix: Location, model: type[BaseModel]) -> None:
         for error in errors:
             loc = clean_location(error["loc"])
-            self.add((*prefix, *loc), describe_error(error, model), at_key=error["type"] in ("extra_forbidden",))
+            self.add((*prefix, *loc), describe_error(error, model), at_key=is_key_error(error))
 
 
 def spec_from_document(doc: YamlDocument, catalog: Catalog | None = None) -> PipelineSpec:

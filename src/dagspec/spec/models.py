@@ -10,11 +10,11 @@ import datetime as dt
 import graphlib
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from dagspec.spec.safety import check_conf
+from dagspec.spec.safety import check_conf_key, check_conf_value
 from dagspec.spec.schedule import SCHEDULE_PRESETS, AssetSchedule, FilesSchedule, Schedule, check_cron
 from dagspec.spec.spec_input import SpecInput, StageInput
 from dagspec.spec.templates import is_templated
@@ -148,32 +148,29 @@ class Resources(_Model):
         return self.model_copy(update=override.model_dump(exclude_none=True))
 
 
-ConfValue = str | int | float | bool
+# dagspec.spec.safety: a key on the allowlist (or the administrator's), a value that is no template;
+# checked per entry so that an error points at the key's own line
+ConfKey = Annotated[str, AfterValidator(check_conf_key)]
+ConfValue = Annotated[str | int | float | bool, AfterValidator(check_conf_value)]
+CONF_HELP = (
+    "Spark conf: spark-submit --conf pairs, and spark.sql.* session settings on a Connect server; only keys on "
+    "the allowlist of docs/security.md (or allowed by the administrator with DAGSPEC_ALLOWED_CONF)"
+)
 
 
 class SparkSpec(_Model):
     """Pipeline-wide Spark settings; the master comes from the Airflow connection, never here."""
 
     conn_id: str = "spark_default"
-    conf: dict[str, ConfValue] = Field(default_factory=dict)
+    conf: dict[ConfKey, ConfValue] = Field(default_factory=dict, description=CONF_HELP)
     resources: Resources = Field(default_factory=Resources)
-
-    @field_validator("conf")
-    @classmethod
-    def _conf_is_safe(cls, conf: dict[str, ConfValue]) -> dict[str, ConfValue]:
-        return check_conf(conf)  # dagspec.spec.safety: no code-loading keys, no templates
 
 
 class StageSparkSpec(_Model):
     """Per-stage Spark overrides, merged over the pipeline's."""
 
-    conf: dict[str, ConfValue] = Field(default_factory=dict)
+    conf: dict[ConfKey, ConfValue] = Field(default_factory=dict, description=CONF_HELP)
     resources: Resources | None = None
-
-    @field_validator("conf")
-    @classmethod
-    def _conf_is_safe(cls, conf: dict[str, ConfValue]) -> dict[str, ConfValue]:
-        return check_conf(conf)  # dagspec.spec.safety: no code-loading keys, no templates
 
 
 class StageSpec(_Model):

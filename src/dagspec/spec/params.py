@@ -24,6 +24,7 @@ from dagspec.spec.templates import describe_failure, is_templated, render
 from dagspec.spec.yaml_source import dotted_location
 
 ParamLocation = tuple[str | int, ...]
+KEY_PART = "[key]"  # the last part of a pydantic location when a mapping's key, not its value, failed
 # The run context a template may use, with stand-in values for `dagspec validate` (a scheduled run
 # of the spec's start date).
 RUN_CONTEXT_KEYS = (
@@ -138,8 +139,15 @@ def _as_text_where_text_is_expected(errors: list[ErrorDetails], source: Any, ren
 
 
 def _clean(loc: tuple[Any, ...]) -> ParamLocation:
-    """An error's location without pydantic's validator and union-tag parts (no YAML key)."""
-    return tuple(p for p in loc if not (isinstance(p, str) and p.startswith(("function-", UNION_TAG_PREFIX))))
+    """An error's location without pydantic's validator, union-tag and dict-key parts (no YAML key)."""
+    return tuple(
+        p for p in loc if not (isinstance(p, str) and (p.startswith(("function-", UNION_TAG_PREFIX)) or p == KEY_PART))
+    )
+
+
+def is_key_error(error: ErrorDetails) -> bool:
+    """Is the error about a mapping's key (unknown, or refused by a key validator) rather than its value?"""
+    return error["type"] == "extra_forbidden" or (bool(error["loc"]) and error["loc"][-1] == KEY_PART)
 
 
 def clean_location(loc: tuple[Any, ...]) -> ParamLocation:
