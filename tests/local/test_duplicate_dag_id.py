@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from dagspec.local.cli import main
+from tests.conftest import REPO
 from tests.helpers import write_spec
 
 GOOD = "stages:\n  raw: {kind: read, params: {format: parquet, path: data/in}}\n"
@@ -16,10 +17,13 @@ B_SAYS = "pipelines/b.yaml:1:9: dag_id: 'ctr_demo' is also the dag_id of pipelin
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A project whose pipelines/ holds a.yaml and its copy b.yaml (one stage changed), one dag_id."""
+    """A project (its DAG file, pipelines/) whose pipelines/ holds a.yaml and its copy b.yaml (one stage
+    changed), one dag_id."""
     write_spec(tmp_path / "pipelines", "dag_id: ctr_demo\n" + GOOD, "a.yaml")
     write_spec(tmp_path / "pipelines", "dag_id: ctr_demo\n" + GOOD.replace("data/in", "data/other"), "b.yaml")
     write_spec(tmp_path / "pipelines", "dag_id: shop\n" + GOOD, "c.yaml")
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "dags" / "dagspec_pipelines.py").write_text((REPO / "dags" / "dagspec_pipelines.py").read_text())
     monkeypatch.setenv("DAGSPEC_HOME", str(tmp_path))
     monkeypatch.setenv("DAGSPEC_AIRFLOW_HOME", str(tmp_path / "airflow"))
     monkeypatch.delenv("DAGSPEC_PIPELINES", raising=False)

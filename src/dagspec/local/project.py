@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,75 @@ def require_own_dag_id(path: Path, home: Path) -> None:
     issues = shared_dag_id_issues(claims_of([path, *folder], lambda p: display(p, home))).get(path.resolve())
     if issues:
         raise SpecValidationError(issues)
+
+
+def dag_files(home: Path) -> list[Path]:
+    """The DAG files of ``home/dags`` that compile dagspec specs: Python files naming ``dagspec`` and
+    ``airflow`` (Airflow's safe mode skips a file that never says ``airflow``)."""
+    found = []
+    for path in sorted((home / "dags").rglob("*.py")) if (home / "dags").is_dir() else []:
+        try:
+            text = path.read_bytes().lower()
+        except OSError:
+            continue
+        if b"dagspec" in text and b"airflow" in text:
+            found.append(path)
+    return found
+
+
+def require_project(home: Path, spec: Path) -> None:
+    """Refuse to run outside a dagspec project, before anything starts.
+
+    ``dagspec run`` runs the DAG that Airflow compiles from ``<home>/dags``: without a DAG file
+    there that compiles the specs, ``airflow dags test`` finds no DAG. The message names the folder
+    looked in, why it is no project, and the project above the spec when there is one.
+    """
+    if dag_files(home):
+        return
+    from_env = bool(os.environ.get("DAGSPEC_HOME"))
+    if not (home / "dags").is_dir():
+        missing = "no dags/ folder" + ("" if (home / "pipelines").is_dir() else " (and no pipelines/ folder)")
+    else:
+        missing = "no DAG file in dags/ that compiles the specs (a .py file importing dagspec)"
+    project = next((folder for folder in spec.resolve().parents if dag_files(folder)), None)
+    if project is not None:
+        holds = f"the project holding {display(spec, project)}"
+        todo = (
+            f"set DAGSPEC_HOME={project} ({holds})"
+            if from_env
+            else f"cd {project} ({holds}), or set DAGSPEC_HOME={project}"
+        )
+    else:
+        todo = "cd into your dagspec project (the folder holding dags/ and pipelines/), or set DAGSPEC_HOME to it"
+    where = "$DAGSPEC_HOME" if from_env else "the current directory; DAGSPEC_HOME is not set"
+    raise DagspecError(
+        f"{home} ({where}) is not a dagspec project: it has {missing}, so Airflow would find no DAG to run; {todo}"
+    )
+
+
+_TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\dT")
+_FAILED_IMPORT = re.compile(r"Failed to import: (?P<file>\S+)")
+
+
+def no_run_cause(dag_id: str, code: int, home: Path, log: Sequence[str]) -> str:
+    """Why ``airflow dags test`` started no run, from its log: the DAG files that failed to import
+    (each with the last line of its traceback) when Airflow found no DAG ``dag_id``."""
+    if not any("could not be found" in line for line in log):
+        return f"`airflow dags test` exited with code {code} before starting a run of {dag_id!r}" + (
+            "" if log else " (its output is above)"
+        )
+    failed = []
+    for index, line in enumerate(log):
+        if match := _FAILED_IMPORT.search(line):
+            below = list(itertools.takewhile(lambda text: not _TIMESTAMPED.match(text), log[index + 1 :]))
+            error = below[-1].strip() if below else "see the log"
+            failed.append(f"{display(Path(match['file']), home)} failed to import: {error}")
+    dags = display(home / "dags", home)
+    why = "; ".join(failed) or (
+        "no DAG file there defines it (dagspec's dags/dagspec_pipelines.py compiles the specs of "
+        "$DAGSPEC_PIPELINES, which `dagspec run` sets to the spec's folder)"
+    )
+    return f"Airflow found no DAG {dag_id!r} in {dags}/: {why}"
 
 
 def parse_overrides(pairs: Sequence[str], spec: PipelineSpec) -> dict[str, Any]:

@@ -26,7 +26,15 @@ from dagspec.local.airflow_env import (
     short_airflow_argv,
     uses_local_server,
 )
-from dagspec.local.project import absolute_root, display, load, parse_overrides, require_own_dag_id
+from dagspec.local.project import (
+    absolute_root,
+    display,
+    load,
+    no_run_cause,
+    parse_overrides,
+    require_own_dag_id,
+    require_project,
+)
 from dagspec.local.summary import counts, result_lines, stage_outcomes, task_line
 from dagspec.plan.failure import failure_line, find_failures
 from dagspec.plan.modes import execution_mode, is_server_on_this_machine
@@ -198,6 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run a spec locally through ``airflow dags test`` and print each task's state and the reports."""
     home = project_home()
     spec_path = Path(args.spec).resolve()
+    require_project(home, spec_path)  # before the spec: outside the project its plugin kinds are unknown
     spec = load(spec_path, home)
     # `dags test` runs the DAG the DAG file compiles from the spec's folder under this dag_id:
     # it must be this file's (no other spec of the folder has the dag_id)
@@ -228,6 +237,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     started = time.time()
     with log_path.open("w") as log:
         code, run_id = dags_test(spec.dag_id, overrides, env, None if args.verbose else log)
+    if run_id is None:  # no run at all: the cause first, never a `None` state
+        lines = [] if args.verbose else log_path.read_text().splitlines()
+        tail = ["--- last lines of the log ---", *lines[-40:]] if lines else []
+        print("\n".join([f"error: {no_run_cause(spec.dag_id, code, home, lines)}", *tail]), file=sys.stderr)
+        return 1
     state, tasks = _run_states(Path(env["AIRFLOW_HOME"]) / "airflow.db", spec.dag_id, run_id)
     order = {name: i for i, name in enumerate(spec.stage_order())}
     # a successful run's stages: `hit` (the checkpoint was there) or `ran`, from their manifests
