@@ -150,7 +150,7 @@ def compile_folder(folder: Path, *, home: Path, jobs_dir: Path | None = None) ->
     carrying the errors, is registered with Airflow (see ``register``).
     """
     result = CompiledFolder()
-    for loaded in load_specs(spec_files(folder), lambda path: _display(path, home)):
+    for loaded in load_specs(spec_files(folder), lambda path: _display(path, home), home=home):
         if loaded.spec is None:
             result.errors += [loaded.error] if loaded.error else []
             continue

@@ -72,8 +72,10 @@ class KindDef:
     refers to it). ``any_inputs`` lets a kind take arbitrary roles (``sql``); ``any_inputs_type``,
     when set, is the type every such role must have. ``fan_in`` kinds given a matrix stage take
     all its expansions. ``source_paths`` names the files a source stage reads: they are listed
-    and their identity is part of the cache key. ``publishes`` gives the path (relative to the
-    exports folder) a kind publishes its data to, outside the checkpoint tree. ``check_inputs``
+    and their identity is part of the cache key. ``publishes`` names the params field holding the
+    path (relative to the exports folder) a kind publishes its data to, outside the checkpoint
+    tree: two stages publishing to one folder, or to folders inside each other, are refused when
+    the specs load (``dagspec.spec.exports``). ``check_inputs``
     checks params against the stage's input roles when the spec loads: (param field, message) pairs.
     """
 
@@ -89,7 +91,7 @@ class KindDef:
     fan_in: bool = False
     aliases: tuple[str, ...] = ()
     source_paths: SourcePaths | None = None
-    publishes: Callable[[Any], str] | None = None
+    publishes: str | None = None
     # Connect mode: the driver this kind needs and why (or a function of its params giving both),
     # and whether its Python workers import a model library worth keeping between stages (such
     # stages share a server session: Spark keys its worker pools by session)
@@ -110,6 +112,10 @@ class KindDef:
     def module(self) -> str:
         """The module defining the kind's function (whose source is part of the cache key)."""
         return str(self.function.__module__)
+
+    def published_path(self, params: StageParams) -> str | None:
+        """The path (relative to the exports folder) these params publish to; None: the kind publishes nothing."""
+        return str(getattr(params, self.publishes)) if self.publishes else None
 
     def output_types(self, params: StageParams | None) -> Mapping[str, IOType]:
         """Output names and types for these params (None: params not known until run time)."""
@@ -134,7 +140,7 @@ def kind(
     fan_in: bool = False,
     aliases: tuple[str, ...] = (),
     source_paths: SourcePaths | None = None,
-    publishes: Callable[[Any], str] | None = None,
+    publishes: str | None = None,
     driver: DriverNeed | DriverNeedOf = "any",
     driver_reason: str = "",
     reuse_workers: bool = False,
@@ -144,6 +150,9 @@ def kind(
 
     The description defaults to the first line of the function's docstring.
     """
+
+    if publishes is not None and publishes not in params.model_fields:
+        raise TypeError(f"kind {name!r}: publishes={publishes!r} is no field of {params.__name__}")
 
     def declare(function: F) -> F:
         roles = {

@@ -11,11 +11,11 @@ from typing import Any
 
 import yaml
 
-from dagspec.errors import DagspecError, SpecValidationError
+from dagspec.errors import DagspecError
 from dagspec.spec.loader import SPEC_SUFFIXES, load_spec, pipelines_dir, spec_files
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
 from dagspec.spec.params import run_param_value
-from dagspec.spec.together import LoadedSpec, claims_of, load_specs, shared_dag_id_issues
+from dagspec.spec.together import LoadedSpec, load_specs
 
 
 def display(path: Path, home: Path) -> str:
@@ -46,29 +46,29 @@ def load_together(paths: Sequence[Path], home: Path, *, with_folders: bool = Fal
     """Load specs read together: a ``dag_id`` two of them share is an error of both.
 
     ``with_folders``: the other specs of each file's folder count too (the folder Airflow
-    parses with it, see ``require_own_dag_id``).
+    parses with it, see ``require_own_dag``).
     """
     for path in paths:
         if not path.exists():
             raise DagspecError(f"{path}: no such spec file")
     neighbours = sorted({p for path in paths for p in spec_files(path.parent)}) if with_folders else []
-    return load_specs(paths, lambda path: display(path, home), neighbours=neighbours)
+    return load_specs(paths, lambda path: display(path, home), neighbours=neighbours, home=home)
 
 
-def require_own_dag_id(path: Path, home: Path) -> None:
+def require_own_dag(path: Path, home: Path) -> None:
     """Refuse a spec that the DAG file would not compile into its own DAG.
 
     ``dagspec run`` points the DAG file at the spec's folder; the DAG file compiles the
-    ``*.yaml``/``*.yml`` files there, and a ``dag_id`` two of them share compiles into no DAG.
+    ``*.yaml``/``*.yml`` files there together, and a spec whose ``dag_id`` or export folder another
+    of them has too (or whose asset schedule names no output of theirs) compiles into no DAG.
     """
     if path.suffix not in SPEC_SUFFIXES:
         raise DagspecError(
             f"{display(path, home)}: the DAG file compiles only {' and '.join(SPEC_SUFFIXES)} files; rename it"
         )
-    folder = [p for p in spec_files(path.parent) if p.resolve() != path.resolve()]
-    issues = shared_dag_id_issues(claims_of([path, *folder], lambda p: display(p, home))).get(path.resolve())
-    if issues:
-        raise SpecValidationError(issues)
+    (loaded,) = load_together([path], home, with_folders=True)
+    if loaded.error is not None:
+        raise loaded.error
 
 
 def dag_files(home: Path) -> list[Path]:

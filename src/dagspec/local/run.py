@@ -32,7 +32,7 @@ from dagspec.local.project import (
     load,
     no_run_cause,
     parse_overrides,
-    require_own_dag_id,
+    require_own_dag,
     require_project,
 )
 from dagspec.local.summary import counts, result_lines, stage_outcomes, task_line
@@ -117,7 +117,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     home = project_home()
     spec = load(Path(args.spec), home)
     try:
-        require_own_dag_id(Path(args.spec), home)
+        require_own_dag(Path(args.spec), home)
     except DagspecError as exc:  # the plan below is still this file's
         print(f"warning: {exc} (`dagspec run` refuses this spec)", file=sys.stderr)
     rows = stage_rows(spec, parse_overrides(args.param, spec), absolute_root(args.storage_root))
@@ -209,8 +209,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     require_project(home, spec_path)  # before the spec: outside the project its plugin kinds are unknown
     spec = load(spec_path, home)
     # `dags test` runs the DAG the DAG file compiles from the spec's folder under this dag_id:
-    # it must be this file's (no other spec of the folder has the dag_id)
-    require_own_dag_id(spec_path, home)
+    # it must be this file's (no other spec of the folder has the dag_id or its export folders)
+    require_own_dag(spec_path, home)
     overrides = parse_overrides(args.param, spec)
     if args.force:
         overrides[FORCE_PARAM] = True

@@ -9,7 +9,6 @@ through XCom. Before an upstream stage has committed, its readers' fingerprints 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from dagspec.errors import StageConfigError
 from dagspec.kinds.base import IOType, KindDef, StageParams
 from dagspec.kinds.catalog import Catalog, load_catalog
 from dagspec.plan.fingerprint import code_hashes, data_identity, fingerprint_of, library_versions, result_conf
+from dagspec.spec.exports import storage_root
 from dagspec.spec.loader import spec_files
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec, parse_ref
 from dagspec.spec.params import StageParamsError, render_stage_params, stage_context, stage_param_issues
@@ -120,10 +120,7 @@ class ResolvedStage(_Frozen):
 
 def resolve_storage_root(spec: PipelineSpec, home: Path | None = None, override: str | None = None) -> str:
     """The absolute storage root: --storage-root / $DAGSPEC_STORAGE_ROOT, else the spec's."""
-    root = override or os.environ.get("DAGSPEC_STORAGE_ROOT") or spec.storage.root
-    if storage.is_uri(root):
-        return root.rstrip("/")
-    return str(((home or project_home()) / root).resolve())
+    return storage_root(spec, home, override)
 
 
 def default_context(spec: PipelineSpec, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -238,6 +235,7 @@ def resolve_pipeline(
         }
         if spec_keys:  # only then: the keys of stages that read no other spec keep their fingerprints
             key["upstream_specs"] = spec_keys
+        published = kind.published_path(model)
         resolved[name] = ResolvedStage(
             dag_id=spec.dag_id,
             name=name,
@@ -252,7 +250,7 @@ def resolve_pipeline(
             outputs=dict(kind.output_types(model)),
             source_files=files,
             conf=conf,
-            publish_path=checkpoint.export_target(root, kind.publishes(model)) if kind.publishes else None,
+            publish_path=checkpoint.export_target(root, published) if published else None,
             written_name=spec.written_stage(name),
             pending=sorted(pending),
             run_params=run_params,

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from dagspec.errors import SpecIssue, SpecValidationError
 from dagspec.kinds.base import InputRole, IOType, KindDef
 from dagspec.kinds.catalog import Catalog, load_catalog, suggest
+from dagspec.spec.exports import export_claims, overlap_issues
 from dagspec.spec.matrix import expand
 from dagspec.spec.models import ParamSpec, PipelineSpec, contains_template, parse_ref
 from dagspec.spec.params import (
@@ -76,6 +77,8 @@ def spec_from_document(doc: YamlDocument, catalog: Catalog | None = None) -> Pip
         raise SpecValidationError(issues.issues) from None
     spec = _expanded(written, issues, catalog)
     _check_stages(spec, issues, catalog)
+    for issue in overlap_issues(export_claims(spec, catalog), across_files=False):
+        issues.add_issue(issue)  # two stages of this spec publishing to one folder
     if issues.issues:
         raise SpecValidationError(issues.issues)
     return spec

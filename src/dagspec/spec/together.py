@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagspec.errors import SpecError, SpecIssue, SpecValidationError
-from dagspec.kinds.catalog import Catalog
+from dagspec.kinds.catalog import Catalog, load_catalog
 from dagspec.spec.asset_links import asset_link_issues, read_specs, scheduled_assets
+from dagspec.spec.exports import export_claims, overlap_issues
 from dagspec.spec.loader import spec_from_document
 from dagspec.spec.models import PipelineSpec
 from dagspec.spec.yaml_source import YamlDocument, load_yaml_file
@@ -96,13 +97,17 @@ def load_specs(
     *,
     neighbours: Sequence[Path] = (),
     catalog: Catalog | None = None,
+    home: Path | None = None,
 ) -> list[LoadedSpec]:
-    """Load specs that are read together, each fully; a ``dag_id`` two of them share fails both.
+    """Load specs that are read together, each fully; a ``dag_id`` two of them share fails both,
+    and so does an export folder (``dagspec.spec.exports``).
 
-    ``neighbours`` are files whose ``dag_id`` counts but which are not loaded (the other specs of
-    a folder Airflow parses with the given ones). Anything a file raises while loading, a bug of
-    ours included, becomes that file's error: one file never stops the others.
+    ``neighbours`` are files whose ``dag_id`` and exports count but which are not loaded (the other
+    specs of a folder Airflow parses with the given ones). ``home`` is the project relative storage
+    roots are under (default: ``$DAGSPEC_HOME`` or the current directory). Anything a file raises
+    while loading, a bug of ours included, becomes that file's error: one file never stops the others.
     """
+    catalog = catalog or load_catalog()
     docs: dict[Path, YamlDocument | SpecError] = {}
     claims: list[DagIdClaim] = []
     for path in paths:
@@ -118,46 +123,68 @@ def load_specs(
         claim = dag_id_claim(path, doc)
         claims += [claim] if claim else []
     read = {path.resolve() for path in docs}
-    shared = shared_dag_id_issues(claims + claims_of([p for p in neighbours if p.resolve() not in read], display))
-    loaded = []
+    others = [p for p in neighbours if p.resolve() not in read]
+    shared = shared_dag_id_issues(claims + claims_of(others, display))
+    results: dict[Path, PipelineSpec | SpecError] = {}
     for path, parsed in docs.items():
-        if isinstance(parsed, SpecError):
-            loaded.append(LoadedSpec(path, display(path), error=parsed))
-            continue
-        doc = parsed
-        issues = shared.get(path.resolve(), [])
         try:
-            spec = spec_from_document(doc, catalog)
+            results[path] = parsed if isinstance(parsed, SpecError) else spec_from_document(parsed, catalog)
         except SpecError as exc:
-            error = SpecValidationError(exc.issues + issues) if issues else exc
-            loaded.append(LoadedSpec(path, doc.file, error=error))
-            continue
+            results[path] = exc
         except Exception as exc:  # one spec must never take the others down, whatever it raises
-            loaded.append(LoadedSpec(path, doc.file, error=crash_error(doc.file, exc)))
-            continue
-        if issues:
-            loaded.append(LoadedSpec(path, doc.file, error=SpecValidationError(issues)))
+            results[path] = crash_error(display(path), exc)
+    neighbour_specs, invalid = _load_neighbours(others, display, catalog)
+    specs = [spec for spec in results.values() if isinstance(spec, PipelineSpec)]
+    exported = _export_overlaps(specs + neighbour_specs, catalog, home)
+    loaded = []
+    for path, result in results.items():
+        file = display(path)
+        issues = shared.get(path.resolve(), [])
+        if isinstance(result, PipelineSpec):
+            issues = issues + exported.get(file, [])
+            failed = LoadedSpec(path, file, error=SpecValidationError(issues)) if issues else None
+            loaded.append(failed or LoadedSpec(path, file, spec=result))
         else:
-            loaded.append(LoadedSpec(path, doc.file, spec=spec))
-    return _with_asset_links(loaded, [p for p in neighbours if p.resolve() not in read], display, catalog)
+            loaded.append(
+                LoadedSpec(path, file, error=SpecValidationError(result.issues + issues) if issues else result)
+            )
+    return _with_asset_links(loaded, neighbour_specs, invalid, display)
+
+
+def _load_neighbours(
+    paths: Sequence[Path], display: Callable[[Path], str], catalog: Catalog
+) -> tuple[list[PipelineSpec], list[str]]:
+    """The neighbours that load, and the dag_ids of those that do not (their own errors are
+    reported when they are read themselves)."""
+    specs: list[PipelineSpec] = []
+    invalid: list[str] = []
+    for path in paths:
+        try:
+            specs.append(spec_from_document(load_yaml_file(path, display(path)), catalog))
+        except Exception:  # whatever it is, it is that file's own error
+            invalid += [claim.dag_id for claim in claims_of([path], display)]
+    return specs, invalid
+
+
+def _export_overlaps(specs: Sequence[PipelineSpec], catalog: Catalog, home: Path | None) -> dict[str, list[SpecIssue]]:
+    """file -> the issues of its stages publishing to another spec's export folder (or one nested with it)."""
+    claims = [claim for spec in specs for claim in export_claims(spec, catalog, home)]
+    issues: dict[str, list[SpecIssue]] = {}
+    for issue in overlap_issues(claims, across_files=True):
+        issues.setdefault(issue.file, []).append(issue)
+    return issues
 
 
 def _with_asset_links(
-    loaded: list[LoadedSpec], neighbours: Sequence[Path], display: Callable[[Path], str], catalog: Catalog | None
+    loaded: list[LoadedSpec], neighbours: Sequence[PipelineSpec], invalid: list[str], display: Callable[[Path], str]
 ) -> list[LoadedSpec]:
     """``loaded`` with the specs whose asset schedule or spec input names an unknown output, or whose
     schedule closes a cycle, failed (``dagspec.spec.asset_links``); the neighbours count as upstreams."""
     valid = {item.path: item.spec for item in loaded if item.spec is not None}
     if not any(scheduled_assets(spec) or read_specs(spec) for spec in valid.values()):
         return loaded
-    others: list[PipelineSpec] = []
-    invalid = [claim.dag_id for claim in claims_of([i.path for i in loaded if i.spec is None], display)]
-    for path in neighbours:
-        try:
-            others.append(spec_from_document(load_yaml_file(path, display(path)), catalog))
-        except Exception:  # its own errors are reported when it is read itself; its dag_id counts as invalid
-            invalid += [claim.dag_id for claim in claims_of([path], display)]
-    issues = asset_link_issues(valid, others, invalid)
+    invalid = invalid + [claim.dag_id for claim in claims_of([i.path for i in loaded if i.spec is None], display)]
+    issues = asset_link_issues(valid, list(neighbours), invalid)
     return [
         LoadedSpec(item.path, item.file, error=SpecValidationError(issues[item.path])) if item.path in issues else item
         for item in loaded

@@ -29,7 +29,7 @@ class ExportParams(StageParams):
         return storage.check_relative(path)
 
 
-@kind("export", params=ExportParams, inputs={"data": TABLE}, outputs={}, publishes=lambda params: params.path)
+@kind("export", params=ExportParams, inputs={"data": TABLE}, outputs={}, publishes="path")
 def export(inputs: Inputs, params: ExportParams, ctx: StageContext) -> Outputs:
     """Write a table to a stable path (Parquet with a partition count, CSV, LibSVM or VW text)."""
     df = inputs["data"]
