@@ -2,7 +2,9 @@
 
 The checkpoints are committed by hand at the fingerprints the shipped topology spec resolves to,
 with the files its stages write (a comparison report with its ROC plot, a model card, check
-results), so the pages read what a real run leaves.
+results), and each run's records are written by the operator's own functions, so the pages read
+what a real run leaves. (A real `dagspec run` whose input changes between two runs:
+tests/local/test_run_history.py.)
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dagspec.airflow.ui import app as view
-from dagspec.airflow.ui.results import RunInfo, TaskInfo, find_spec, resolve_run
+from dagspec.airflow.ui.results import RunInfo, TaskInfo, find_spec
 from dagspec.kinds.model_card import ModelCard, TrainingData
+from dagspec.plan.history import stage_record, write_stage_record
+from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
+from dagspec.spec.models import PipelineSpec
 from tests.conftest import REPO
 
 DAG = "topology_classifier"
@@ -51,12 +56,14 @@ def png(width: int = 3, height: int = 2) -> bytes:
 
 
 class Runs:
-    """Two finished runs of the DAG: the defaults, and one with 3 epochs (a stand-in for Airflow's DB)."""
+    """Three finished runs of the DAG (a stand-in for Airflow's DB): the defaults, one with 3 epochs,
+    and one from before runs were recorded."""
 
     def __init__(self) -> None:
         self.runs = {  # newest first
             "manual__new": RunInfo(DAG, "manual__new", "success", {}, None, STARTED),
             "manual__old": RunInfo(DAG, "manual__old", "success", {"epochs": 3}, None, STARTED.replace(hour=19)),
+            "manual__unrecorded": RunInfo(DAG, "manual__unrecorded", "success", {}, None, STARTED.replace(hour=18)),
         }
 
     def run(self, dag_id: str, run_id: str) -> RunInfo | None:
@@ -77,11 +84,23 @@ def _card(fingerprint: str) -> str:
     return json.dumps(card.meta())
 
 
-def _commit(stage: Any, run: RunInfo, auc: float) -> None:
-    """A committed checkpoint of ``stage`` as its job would leave it (manifest last, then _SUCCESS)."""
+def resolve_run(spec: PipelineSpec, run: RunInfo) -> dict[str, ResolvedStage]:
+    """The run's stages as its tasks resolve them (the run's conf over the defaults, its run id)."""
+    return resolve_pipeline(spec, {**default_context(spec, run.conf), "run_id": run.run_id})
+
+
+def _commit(stage: ResolvedStage, run: RunInfo, auc: float) -> None:
+    """A committed checkpoint of ``stage`` as its job would leave it (manifest last, then _SUCCESS),
+    and the run's record of the stage, as the operator writes it when the task ends."""
     path = Path(stage.checkpoint_dir)
-    if (path / "_SUCCESS").exists():  # committed by an earlier run: this one finds it (a hit)
-        return
+    if not (path / "_SUCCESS").exists():  # else committed by an earlier run: this one finds it (a hit)
+        _write_checkpoint(stage, run, auc)
+    manifest = json.loads((path / "manifest.json").read_text())
+    write_stage_record(stage.storage_root, stage_record(stage, manifest, run.run_id, 1))
+
+
+def _write_checkpoint(stage: ResolvedStage, run: RunInfo, auc: float) -> None:
+    path = Path(stage.checkpoint_dir)
     path.mkdir(parents=True, exist_ok=True)
     for output in stage.outputs:
         (path / output).mkdir(parents=True, exist_ok=True)
@@ -101,6 +120,7 @@ def _commit(stage: Any, run: RunInfo, auc: float) -> None:
         "outputs": {o: {"type": str(t)} for o, t in stage.outputs.items()}, "rows": rows, "metrics": metrics,
         "content": {o: f"{stage.fingerprint}-{o}" for o in stage.outputs}, "duration_s": 2.5,
         "started": run.start_date.isoformat() if run.start_date else "", "finished": STARTED.isoformat(),
+        "run_id": run.run_id,
     }  # fmt: skip
     (path / "manifest.json").write_text(json.dumps(manifest))
     (path / "_SUCCESS").write_text("")
@@ -118,7 +138,8 @@ def storage(tmp_path_factory: pytest.TempPathFactory) -> Any:
         env.setenv("DAGSPEC_PIPELINES", str(pipelines))
         env.setenv("DAGSPEC_STORAGE_ROOT", str(root / "storage"))
         spec = find_spec(DAG)
-        for run, auc in zip(reversed(Runs().runs.values()), (0.95, 0.997), strict=True):  # oldest first
+        runs = Runs().runs
+        for run, auc in ((runs["manual__old"], 0.95), (runs["manual__new"], 0.997)):  # oldest first
             for name in spec.stage_order():
                 _commit(resolve_run(spec, run)[name], run, auc)
         yield root / "storage"
@@ -206,7 +227,25 @@ def test_the_run_page_lists_every_stage_with_its_fingerprint_state_and_rows(clie
     assert "hlf_classifier" in ran and "split" not in ran
     assert page.text.count('class="ran">ran<') == len(ran)
     assert page.text.count('class="hit">hit<') == len(plan) - len(ran)
+    assert page.text.count('class="committed">committed<') == len(plan)  # each recorded checkpoint is still there
     assert '<td class="num">1,000</td>' in page.text  # rows in / out
+    # the older run's page shows what it ran, though the newer one committed other fingerprints since
+    older = client.get(f"/dags/{DAG}/runs/manual__old").text
+    assert old["hlf_classifier"].fingerprint in older and plan["hlf_classifier"].fingerprint not in older
+    assert older.count('class="ran">ran<') == len(plan)
+
+
+def test_a_run_from_before_run_records_says_so_and_shows_no_fingerprint(client: TestClient) -> None:
+    spec = find_spec(DAG)
+    page = client.get(f"/dags/{DAG}/runs/manual__unrecorded")
+    assert page.status_code == 200, page.text
+    assert "No record of what this run ran: it ran before dagspec recorded runs" in page.text
+    today = resolve_run(spec, Runs().runs["manual__unrecorded"])  # the defaults: what manual__new committed
+    assert not any(stage.fingerprint in page.text for stage in today.values())
+    assert 'class="ran">ran<' not in page.text and 'class="hit">hit<' not in page.text
+    assert page.text.count("not recorded") == 2  # its two tasks Airflow knows of, nothing more
+    stage = client.get(f"/dags/{DAG}/runs/manual__unrecorded/stages/comparison").text
+    assert "no record of this stage in this run (its task: success)" in stage and "auc_QCD" not in stage
 
 
 def test_a_report_is_rendered_with_its_table_and_plot_inline(client: TestClient) -> None:
@@ -233,6 +272,21 @@ def test_compare_shows_a_metric_per_run_and_the_params_that_differed(client: Tes
         assert f"<th>{stage}</th>" in page.text
     assert '<td class="num">0.9970</td>' in page.text and '<td class="num">0.9500</td>' in page.text
     assert page.text.count("<polyline") == 3  # one line per evaluation, through both runs
+    assert "no record of what this run ran (older than run records)" in page.text
+
+
+def test_a_removed_checkpoint_leaves_the_runs_record(client: TestClient, storage: Path) -> None:
+    spec = find_spec(DAG)
+    old = resolve_run(spec, Runs().runs["manual__old"])["hlf_eval"]
+    aside = Path(old.checkpoint_dir).with_name("aside")
+    Path(old.checkpoint_dir).rename(aside)  # as `dagspec gc` would remove it
+    try:
+        page = client.get(f"/dags/{DAG}/runs/manual__old/stages/hlf_eval").text
+        assert "removed since (dagspec gc)" in page and old.fingerprint in page
+        assert "<h2>Metrics</h2>" in page and "0.95" in page  # as the run recorded them
+        assert "<h2>Files</h2>" not in page
+    finally:
+        aside.rename(old.checkpoint_dir)
 
 
 def test_files_are_served_from_the_dags_folder_only(client: TestClient, storage: Path, tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from dagspec.errors import ConnectionMissingError, DagspecError
 from dagspec.kinds.catalog import load_catalog
 from dagspec.plan.events import asset_extra
 from dagspec.plan.failure import StageFailure, clear_record, failure_line, find_failure, read_record, write_record
+from dagspec.plan.history import stage_record, write_stage_record
 from dagspec.plan.modes import (
     CONNECT,
     CONNECT_CONN_TYPE,
@@ -101,7 +102,7 @@ class DagspecStageOperator(SparkSubmitOperator):
         if status.done:
             self.log.info("checkpoint hit: %s; nothing to run", stage.checkpoint_dir)
             stage.checkpoint.point_latest()  # what this run stands for is what other specs read
-            self.annotate_events(stage, context)
+            self.record(stage, context)
             return
         connection = self._connection(self._conn_id)
         mode = self.mode_of(stage, connection)
@@ -116,11 +117,18 @@ class DagspecStageOperator(SparkSubmitOperator):
             self.submit(stage, context)
         if not is_hit(stage):
             raise AirflowException(f"the stage returned but {stage.checkpoint_dir} is not a complete checkpoint")
-        self.annotate_events(stage, context)
+        self.record(stage, context)
 
-    def annotate_events(self, stage: ResolvedStage, context: Any) -> None:
-        """Each output's asset event carries the committed manifest's summary (``dagspec.plan.events``)."""
+    def record(self, stage: ResolvedStage, context: Any) -> None:
+        """What this run ran of the stage: its run record (``dagspec.plan.history``, what the UI shows
+        of the run) and each output's asset event, both from the committed manifest."""
         manifest = stage.checkpoint.manifest() or {}
+        ti = context.get("ti")
+        written = write_stage_record(
+            stage.storage_root,
+            stage_record(stage, manifest, str(context["run_id"]), getattr(ti, "try_number", None)),
+        )
+        self.log.info("run record: %s", written)
         events = context["outlet_events"]
         for output in self.spec.outputs_of(self.stage_name):
             extra = asset_extra(manifest, output, stage.output_path(output))

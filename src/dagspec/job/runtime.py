@@ -129,6 +129,7 @@ def run_stage(
             "params": stage.params,
             "key": stage.key,
             "run_params": stage.run_params,
+            "run_id": stage.run_id,  # the run that computed it: its run record says `ran`, others' `hit`
             "inputs": {
                 role: {
                     "stage": i.stage,

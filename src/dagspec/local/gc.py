@@ -4,7 +4,8 @@ Reachable = the fingerprints every spec of the pipelines folder resolves to with
 defaults, and every committed one of a stage whose fingerprint is provisional (an upstream of it is
 not committed, and its key will hold that upstream's content). Per stage, unreachable committed
 checkpoints beyond the ``--keep`` newest are removed, with temporaries and scratch folders of
-attempts that no live lease holds, checkpoints replaced by ``--force`` and stale leases. Nothing under a live lease is touched; exports are not touched.
+attempts that no live lease holds, checkpoints replaced by ``--force`` and stale leases. Nothing under
+a live lease is touched; exports and run records (``.runs``) are not touched.
 The checkpoint a stage's ``_LATEST`` names is kept: other specs read it.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from dagspec import checkpoint, storage
 from dagspec.errors import DagspecError, SpecError
 from dagspec.local.project import absolute_root, display, load, spec_paths
+from dagspec.plan.history import RUNS_DIR
 from dagspec.plan.resolve import default_context, resolve_pipeline, resolve_storage_root
 from dagspec.spec.models import PipelineSpec
 from dagspec.storage import project_home
@@ -61,6 +63,8 @@ def plan_removals(
         if only is not None and dag_id not in only:
             continue
         for stage in storage.list_names(f"{root}/{dag_id}"):
+            if stage == RUNS_DIR:  # the runs' records (the UI's history of each run): kept
+                continue
             stage_dir = f"{root}/{dag_id}/{stage}"
             removals += _stage_removals(stage_dir, reached.get(stage_dir, set()), keep)
     return removals

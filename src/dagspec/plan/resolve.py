@@ -89,6 +89,8 @@ class ResolvedStage(_Frozen):
     pending: list[str] = Field(default_factory=list)
     # the run's spec params (``force`` left out), kept in the manifest: which run published an export
     run_params: dict[str, Any] = Field(default_factory=dict)
+    # the Airflow run resolving it ("" outside a run), kept in the manifest: which run computed a checkpoint
+    run_id: str = ""
     # why the stage cannot run: another spec's output it reads has no committed checkpoint yet
     blocked: list[str] = Field(default_factory=list)
 
@@ -254,6 +256,7 @@ def resolve_pipeline(
             written_name=spec.written_stage(name),
             pending=sorted(pending),
             run_params=run_params,
+            run_id=str(context.get("run_id") or ""),
             blocked=blocked,
         )
     return resolved

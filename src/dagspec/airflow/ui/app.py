@@ -9,7 +9,6 @@ served from the DAG's folder under its spec's storage root and nowhere else (``f
 from __future__ import annotations
 
 import mimetypes
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
@@ -19,9 +18,19 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from dagspec.airflow.ui import URL_PREFIX, files, pages
-from dagspec.airflow.ui.results import RunInfo, TaskInfo, compare_runs, find_spec, resolve_run, stage_rows
+from dagspec.airflow.ui.results import (
+    RunInfo,
+    StageRow,
+    TaskInfo,
+    compare_runs,
+    find_spec,
+    missing_records_note,
+    stage_of,
+    stage_rows,
+)
 from dagspec.errors import DagspecError
-from dagspec.plan.resolve import ResolvedStage, resolve_storage_root
+from dagspec.plan.history import read_run
+from dagspec.plan.resolve import resolve_storage_root
 from dagspec.spec.models import PipelineSpec
 
 __all__ = ["URL_PREFIX", "create_app"]
@@ -81,8 +90,6 @@ def _run_info(run: Any) -> RunInfo:
         conf=dict(run.conf or {}),
         logical_date=run.logical_date,
         start_date=run.start_date,
-        data_interval_start=run.data_interval_start,
-        data_interval_end=run.data_interval_end,
     )
 
 
@@ -123,27 +130,22 @@ def _root(spec: PipelineSpec) -> str:
     return resolve_storage_root(spec)
 
 
-def _stage_of(names: Sequence[str], task_id: str) -> str | None:
-    if task_id in names:
-        return task_id
-    tail = task_id.rsplit(".", 1)[-1]  # a stage inside a task group
-    return tail if tail in names else None
-
-
-def _run_plan(
-    dag_id: str, run_id: str, store: RunStore
-) -> tuple[PipelineSpec, RunInfo, dict[str, ResolvedStage]] | HTMLResponse:
-    """A run's spec, its record and its stages as resolved with the run's conf; or the error page."""
+def _run_rows(dag_id: str, run_id: str, store: RunStore) -> tuple[str, RunInfo, list[StageRow], str] | HTMLResponse:
+    """A run's storage root, its Airflow record, its stages as it recorded them and the page's note
+    when it recorded none; or the error page. Nothing of the run is resolved again."""
     spec = _spec(dag_id)
     if isinstance(spec, HTMLResponse):
         return spec
     run = store.run(dag_id, run_id)
     if run is None:
         return _html(pages.error_page(dag_id, f"no run {run_id!r} of {dag_id}"), 404)
+    root = _root(spec)
     try:
-        return spec, run, resolve_run(spec, run)
+        records = read_run(root, dag_id, run_id)
     except DagspecError as exc:
-        return _html(pages.error_page(f"{dag_id}: {run_id}", f"cannot resolve the run's stages: {exc}"), 409)
+        return _html(pages.error_page(f"{dag_id}: {run_id}", f"cannot read the run's records: {exc}"), 409)
+    rows = stage_rows(spec.stage_order(), records, store.tasks(dag_id, run_id))
+    return root, run, rows, missing_records_note(run, records)
 
 
 def create_app() -> FastAPI:
@@ -152,25 +154,22 @@ def create_app() -> FastAPI:
 
     @app.get("/dags/{dag_id}/runs/{run_id}", dependencies=READ, response_class=HTMLResponse)
     def run_view(dag_id: str, run_id: str, request: Request, store: Store) -> HTMLResponse:
-        found = _run_plan(dag_id, run_id, store)
+        found = _run_rows(dag_id, run_id, store)
         if isinstance(found, HTMLResponse):
             return found
-        spec, run, plan = found
-        rows = stage_rows(plan, run, store.tasks(dag_id, run_id))
-        return _html(pages.run_page(_base(request), run, rows, _root(spec)))
+        root, run, rows, note = found
+        return _html(pages.run_page(_base(request), run, rows, root, note))
 
     @app.get("/dags/{dag_id}/runs/{run_id}/stages/{task_id}", dependencies=READ, response_class=HTMLResponse)
     def stage_view(dag_id: str, run_id: str, task_id: str, request: Request, store: Store) -> HTMLResponse:
-        found = _run_plan(dag_id, run_id, store)
+        found = _run_rows(dag_id, run_id, store)
         if isinstance(found, HTMLResponse):
             return found
-        spec, run, plan = found
-        name = _stage_of(list(plan), task_id)
-        if name is None:
-            return _html(pages.error_page(dag_id, f"{task_id!r} is not a stage of {dag_id}"), 404)
-        rows = stage_rows(plan, run, store.tasks(dag_id, run_id))  # rows in read the upstream manifests
-        row = next(r for r in rows if r.stage.name == name)
-        return _html(pages.stage_page(_base(request), run, row, _root(spec)))
+        root, run, rows, _ = found
+        row = next((r for r in rows if r.name in (task_id, stage_of(task_id))), None)
+        if row is None:
+            return _html(pages.error_page(dag_id, f"{task_id!r} is not a stage of run {run_id!r} of {dag_id}"), 404)
+        return _html(pages.stage_page(_base(request), run, row, root))
 
     @app.get("/dags/{dag_id}/compare", dependencies=READ, response_class=HTMLResponse)
     def compare_view(
@@ -183,7 +182,7 @@ def create_app() -> FastAPI:
         spec = _spec(dag_id)
         if isinstance(spec, HTMLResponse):
             return spec
-        compared = compare_runs(spec, store.recent(dag_id, n))
+        compared = compare_runs(_root(spec), store.recent(dag_id, n))
         return _html(pages.compare_page(_base(request), dag_id, compared, metric, n))
 
     @app.get("/dags/{dag_id}/files/{path:path}", dependencies=READ)

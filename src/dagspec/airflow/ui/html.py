@@ -24,8 +24,9 @@ table { border-collapse: collapse; margin: 8px 0; }
 th, td { border: 1px solid #cbd5e0; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #edf2f7; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 code, .fp { font-family: ui-monospace, monospace; font-size: 12px; }
-.done, .success, .ran, .passed { color: #276749; } .missing, .failed, .refused { color: #c53030; }
-.hit { color: #2b6cb0; } .muted { color: #718096; } nav a { margin-right: 14px; }
+.done, .success, .ran, .passed, .committed { color: #276749; }
+.missing, .failed, .refused, .removed, .broken { color: #c53030; }
+.hit { color: #2b6cb0; } .replaced { color: #b7791f; } .muted { color: #718096; } nav a { margin-right: 14px; }
 img.plot { max-width: 100%; border: 1px solid #e2e8f0; }
 """
 

@@ -51,37 +51,50 @@ def _nav(base: str, run: RunInfo) -> list[tuple[str, str]]:
 
 
 def _cache(row: StageRow) -> str:
-    if row.ran is None:
+    if row.record is None:
         return ""
-    return '<span class="ran">ran</span>' if row.ran else '<span class="hit">hit</span>'
+    return f'<span class="{row.record.outcome}">{row.record.outcome}</span>'
 
 
-def run_page(base: str, run: RunInfo, rows: Sequence[StageRow], root: str) -> str:
-    """Every stage of a run: task state, ran or hit, fingerprint, cache reasons, rows, duration, checkpoint."""
+def _now(row: StageRow) -> str:
+    if row.record is None:
+        return '<span class="muted">not recorded</span>'
+    detail = f": {esc(row.now_detail)}" if row.now_detail else ""
+    return f'<span class="{esc(row.now)}">{esc(row.now)}</span>{detail}'
+
+
+def _relative(path: str, root: str) -> str:
+    return posixpath.relpath(path, root) if path.startswith(f"{root.rstrip('/')}/") else path
+
+
+def run_page(base: str, run: RunInfo, rows: Sequence[StageRow], root: str, note: str = "") -> str:
+    """Every stage of a run as the run recorded it: task state, ran or hit, fingerprint, the checkpoint
+    now, rows, duration, checkpoint; ``note`` says why there is nothing recorded."""
     headers = ["stage", "kind", "task", "cache", "fingerprint", "checkpoint now", "rows in", "rows out",
                "quarantined", "duration s", "checkpoint"]  # fmt: skip
     body_rows = []
     for row in rows:
-        stage = row.stage
-        reasons = "; ".join(row.reasons)
-        state = f'<span class="{esc(row.state)}">{esc(row.state)}</span>' + (f": {esc(reasons)}" if reasons else "")
+        record = row.record
         task_state = (row.task.state if row.task else None) or "-"
-        duration = (row.manifest or {}).get("duration_s")
-        checkpoint = posixpath.relpath(stage.checkpoint_dir, root) if stage.checkpoint_dir.startswith(root) else ""
+        checkpoint = record.checkpoint if record else ""
         body_rows.append([
-            f"<td>{link(stage_url(base, run.dag_id, run.run_id, stage.name), stage.name)}</td>",
-            f"<td>{esc(stage.kind)}</td>",
+            f"<td>{link(stage_url(base, run.dag_id, run.run_id, row.name), row.name)}</td>",
+            f"<td>{esc(record.kind if record else '-')}</td>",
             f'<td class="{esc(task_state)}">{esc(task_state)}</td>',
             f"<td>{_cache(row)}</td>",
-            f'<td class="fp">{esc(stage.fingerprint)}</td>',
-            f"<td>{state}</td>",
-            cell(row.rows_in), cell(row.rows_out), cell(row.rows_rejected), cell(duration),
-            f'<td class="fp" title="{esc(stage.checkpoint_dir)}">{esc(checkpoint or stage.checkpoint_dir)}</td>',
+            f'<td class="fp">{esc(record.fingerprint if record else "-")}</td>',
+            f"<td>{_now(row)}</td>",
+            cell(record.rows_in if record else None), cell(row.rows_out), cell(row.rows_rejected),
+            cell(record.duration_s if record else None),
+            f'<td class="fp" title="{esc(checkpoint)}">{esc(_relative(checkpoint, root))}</td>',
         ])  # fmt: skip
     conf = mapping_table(dict(run.conf)) if run.conf else '<p class="muted">no conf: the spec\'s defaults</p>'
+    noted = f'<p class="missing">{esc(note)}</p>' if note else ""
     body = (
         f"<p>state <b>{esc(run.state)}</b>, started {esc(run.start_date)}; storage root <code>{esc(root)}</code></p>"
-        f"<h2>Stages</h2>{html_table(headers, body_rows, css='stages')}<h2>Conf</h2>{conf}"
+        f"{noted}<h2>Stages</h2>{html_table(headers, body_rows, css='stages')}"
+        f"<p class='muted'>as this run recorded each stage when its task ended; nothing is resolved again</p>"
+        f"<h2>Conf</h2>{conf}"
     )
     return page(f"{run.dag_id}: {run.run_id}", body, _nav(base, run))
 
@@ -158,37 +171,43 @@ def _reports(checkpoint: str, names: Sequence[str]) -> str:
 
 
 def stage_page(base: str, run: RunInfo, row: StageRow, root: str) -> str:
-    """One stage of a run: its reports and plots first, then check results, model cards, metrics,
-    what its manifest says (cache, rows, duration, checkpoint), params and files."""
-    stage, manifest = row.stage, row.manifest or {}
-    metrics = manifest.get("metrics") or {}
+    """One stage of a run: its reports and plots first, then check results, model cards, the metrics
+    and facts the run recorded (cache, rows, duration, checkpoint), params and files."""
+    record = row.record
+    task_state = (row.task.state if row.task else None) or "-"
+    if record is None:
+        why = f"no record of this stage in this run (its task: {task_state})"
+        return page(f"{run.dag_id}.{row.name}", f'<p class="missing">{esc(why)}</p>', _nav(base, run))
     facts = {
-        "kind": stage.kind, "fingerprint": stage.fingerprint, "checkpoint now": row.state,
-        "cache reasons": "; ".join(row.reasons) or "-", "this run": {True: "ran", False: "hit"}.get(row.ran or False)
-        if row.ran is not None else "-", "task state": row.task.state if row.task else "-",
-        "rows in": row.rows_in, "rows out": manifest.get("rows") or None, "rows quarantined": row.rows_rejected,
-        "started": manifest.get("started"), "finished": manifest.get("finished"),
-        "duration s": manifest.get("duration_s"), "checkpoint": stage.checkpoint_dir,
+        "kind": record.kind, "fingerprint": record.fingerprint, "this run": record.outcome,
+        "computed by run": record.committed_by or "-", "task state": task_state,
+        "checkpoint now": f"{row.now}: {row.now_detail}" if row.now_detail else row.now,
+        "rows in": record.rows_in, "rows out": record.rows or None, "rows quarantined": row.rows_rejected,
+        "started": record.started, "finished": record.finished, "duration s": record.duration_s,
+        "checkpoint": record.checkpoint,
     }  # fmt: skip
     stage_facts = f"<h2>Stage</h2>{mapping_table(facts)}"
-    if not row.manifest:
-        missing = '<p class="missing">no committed checkpoint at this run\'s fingerprint</p>'
-        return page(f"{run.dag_id}.{stage.name}", missing + stage_facts, _nav(base, run))
-    tables = {name for name, kind in stage.outputs.items() if kind == IOType.TABLE}
-    names = files.checkpoint_files(stage.checkpoint_dir, tables)
-    body = [_reports(stage.checkpoint_dir, names), _check_results(metrics), _model_cards(stage.checkpoint_dir, names)]
-    headline = stage_metrics(manifest)
+    body = []
+    if row.shows_files:
+        tables = {name for name, kind in record.outputs.items() if kind == IOType.TABLE}
+        names = files.checkpoint_files(record.checkpoint, tables)
+        body += [_reports(record.checkpoint, names), _check_results(record.metrics)]
+        body.append(_model_cards(record.checkpoint, names))
+    else:
+        names = []
+        body += [f'<p class="missing">{esc(row.now_detail)}</p>', _check_results(record.metrics)]
+    headline = stage_metrics(record.metrics)
     if headline:
         body.append(f"<h2>Metrics</h2>{mapping_table(headline)}")
     body.append(stage_facts)
-    if manifest.get("params"):
-        body.append(f"<h2>Params</h2>{mapping_table(manifest['params'])}")
-    inside = (
-        posixpath.relpath(stage.checkpoint_dir, f"{root}/{run.dag_id}") if stage.checkpoint_dir.startswith(root) else ""
-    )
-    listed = [f"<li>{link(file_url(base, run.dag_id, f'{inside}/{n}'), n)}</li>" for n in names] if inside else []
-    body.append(f"<h2>Files</h2><ul>{''.join(listed)}</ul>" if listed else "")
-    return page(f"{run.dag_id}.{stage.name}", "".join(body), _nav(base, run))
+    if record.params:
+        body.append(f"<h2>Params</h2>{mapping_table(record.params)}")
+    dag_dir = f"{root.rstrip('/')}/{run.dag_id}"
+    inside = _relative(record.checkpoint, dag_dir)
+    if inside != record.checkpoint and names:
+        listed = "".join(f"<li>{link(file_url(base, run.dag_id, f'{inside}/{n}'), n)}</li>" for n in names)
+        body.append(f"<h2>Files</h2><ul>{listed}</ul>")
+    return page(f"{run.dag_id}.{row.name}", "".join(body), _nav(base, run))
 
 
 def compare_page(base: str, dag_id: str, compared: Sequence[RunMetrics], metric: str, limit: int) -> str:
@@ -218,7 +237,8 @@ def compare_page(base: str, dag_id: str, compared: Sequence[RunMetrics], metric:
     )
     body = (
         f"{form}<h2>{esc(metric)} per stage, newest run first</h2>{html_table(headers, rows, css='compare')}"
-        f"<p class='muted'>params: the spec's defaults updated by each run's conf; only those that differ are shown</p>"
+        f"<p class='muted'>as each run recorded them; params: the spec's params each run ran with (its conf over "
+        f"the defaults of the day); only those that differ are shown</p>"
         f"<h2>Plot, oldest run first</h2>{line_plot(series, labels, metric)}"
     )
     return page(f"{dag_id}: runs compared", body, [(f"compare runs of {dag_id}", compare_url(base, dag_id))])

@@ -1,14 +1,15 @@
-"""What the UI shows of a DAG run, computed from its spec and committed checkpoints (no Airflow here).
+"""What the UI shows of a DAG run: the run's own records (no Airflow here, nothing resolved again).
 
-A run is resolved again with its params (the spec's defaults updated by the run's conf) and its
-logical date: the same fingerprints its tasks resolved, hence the same checkpoints. Each stage's
-row says what ``dagspec show`` says (state and cache reasons) and what the manifest recorded
-(rows, quarantined rows, duration, whether this run computed it or found it committed).
+A run's page is its history: each stage's record (``dagspec.plan.history``), written by its task
+when it ended, says the fingerprint that run resolved, ``ran`` or ``hit``, the checkpoint, rows and
+metrics. An old run is never resolved again with today's spec, code or data (those give today's
+fingerprints); a run without records says so. Only the checkpoint's files (reports, plots, model
+cards) are read from the recorded checkpoint, with its state now: still committed, committed again
+since by a forced run, or removed.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,14 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from dagspec.errors import DagspecError
-from dagspec.kinds.base import IOType
 from dagspec.plan.events import HEADLINE_METRICS
-from dagspec.plan.reasons import stage_status
-from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
+from dagspec.plan.history import StageRecord, read_run
 from dagspec.spec.loader import pipelines_dir, spec_files
-from dagspec.spec.models import FORCE_PARAM, PipelineSpec
+from dagspec.spec.models import PipelineSpec
 from dagspec.spec.together import load_specs
 from dagspec.storage import project_home
+
+ACTIVE_STATES = ("queued", "running")
+NO_RECORDS = (
+    "No record of what this run ran: it ran before dagspec recorded runs, or none of its stages finished. "
+    "Its results are not worked out again from today's spec, code and data: that would show another run's "
+    "checkpoints."
+)
+NOTHING_YET = "No stage of this run has finished yet."
 
 
 @dataclass(frozen=True)
@@ -37,8 +44,6 @@ class RunInfo:
     conf: Mapping[str, Any] = field(default_factory=dict)
     logical_date: datetime | None = None
     start_date: datetime | None = None
-    data_interval_start: datetime | None = None
-    data_interval_end: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -51,17 +56,26 @@ class TaskInfo:
 
 @dataclass(frozen=True)
 class StageRow:
-    """One stage of a run, as the run page shows it."""
+    """One stage of a run, as the run page shows it: the task's state and, once it ended, its record."""
 
-    stage: ResolvedStage
+    name: str
     task: TaskInfo | None
-    state: str  # the checkpoint now: done / missing
-    reasons: list[str]
-    ran: bool | None  # computed by this run (True), found committed (False), unknown (None)
-    manifest: dict[str, Any] | None
-    rows_in: int | None
-    rows_out: int | None
-    rows_rejected: int | None
+    record: StageRecord | None
+    now: str = ""  # the recorded checkpoint now: committed / replaced / removed / broken ("": no record)
+    now_detail: str = ""
+
+    @property
+    def rows_out(self) -> int | None:
+        return sum(self.record.rows.values()) if self.record and self.record.rows else None
+
+    @property
+    def rows_rejected(self) -> Any:
+        return self.record.metrics.get("rows_rejected") if self.record else None
+
+    @property
+    def shows_files(self) -> bool:
+        """Are the recorded checkpoint's files there to read (as committed then, or as committed again)?"""
+        return self.now in ("committed", "replaced")
 
 
 @lru_cache(maxsize=8)
@@ -81,77 +95,45 @@ def find_spec(dag_id: str, home: Path | None = None) -> PipelineSpec:
     return specs[dag_id]
 
 
-def run_params(spec: PipelineSpec, run: RunInfo) -> dict[str, Any]:
-    """The params the run resolved its stages with: the spec's defaults, then the run's conf."""
-    return {k: v for k, v in default_context(spec, run.conf)["params"].items() if k != FORCE_PARAM}
+def stage_of(task_id: str) -> str:
+    """The stage a task runs (a stage inside a task group is ``group.stage``)."""
+    return task_id.rsplit(".", 1)[-1]
 
 
-def run_context(spec: PipelineSpec, run: RunInfo) -> dict[str, Any]:
-    """The template context of the run's tasks (``dagspec.airflow.operator.template_context``)."""
-    context: dict[str, Any] = default_context(spec, run.conf)
-    context["run_id"] = run.run_id
-    if run.logical_date is not None:
-        date = run.logical_date
-        context.update(
-            logical_date=date,
-            ds=date.strftime("%Y-%m-%d"),
-            ds_nodash=date.strftime("%Y%m%d"),
-            ts=date.isoformat(),
-            ts_nodash=date.strftime("%Y%m%dT%H%M%S"),
-        )
-    if run.data_interval_start is not None:
-        context["data_interval_start"] = run.data_interval_start
-    if run.data_interval_end is not None:
-        context["data_interval_end"] = run.data_interval_end
-    return context
+def checkpoint_now(record: StageRecord) -> tuple[str, str]:
+    """The recorded checkpoint today: ``committed`` (as the run left it), ``replaced`` (a forced run
+    committed the fingerprint again), ``removed`` (``dagspec gc``) or ``broken``; and a detail."""
+    found = record.checkpoint_ref.state(record.outputs)
+    if found.state == "missing":
+        return "removed", "removed since (dagspec gc): the run's record remains"
+    if not found.done:
+        return "broken", found.detail
+    finished = str((record.checkpoint_ref.manifest() or {}).get("finished") or "")
+    if record.finished and finished and finished != record.finished:
+        return "replaced", f"committed again since by a forced run ({finished}): its files are that run's"
+    return "committed", ""
 
 
-def resolve_run(spec: PipelineSpec, run: RunInfo) -> dict[str, ResolvedStage]:
-    """The run's stages, resolved as its tasks resolved them."""
-    return resolve_pipeline(spec, run_context(spec, run), storage_root=os.environ.get("DAGSPEC_STORAGE_ROOT"))
-
-
-def _ran(manifest: Mapping[str, Any] | None, run: RunInfo) -> bool | None:
-    began = str((manifest or {}).get("started") or "")
-    if not began or run.start_date is None:
-        return None
-    return datetime.fromisoformat(began) >= run.start_date
-
-
-def _rows_in(stage: ResolvedStage, plan: Mapping[str, ResolvedStage]) -> int | None:
-    total, known = 0, False
-    for source in stage.inputs.values():
-        if source.type != IOType.TABLE or source.stage not in plan:
-            continue
-        manifest = plan[source.stage].checkpoint.manifest() or {}
-        rows = (manifest.get("rows") or {}).get(source.output)
-        if isinstance(rows, int):
-            total, known = total + rows, True
-    return total if known else None
-
-
-def stage_rows(plan: Mapping[str, ResolvedStage], run: RunInfo, tasks: Mapping[str, TaskInfo]) -> list[StageRow]:
-    """Every stage of a resolved run, upstream first."""
+def stage_rows(
+    order: Sequence[str], records: Mapping[str, StageRecord], tasks: Mapping[str, TaskInfo]
+) -> list[StageRow]:
+    """The run's stages: those it recorded or has a task for, in ``order`` (the spec's), then any other."""
+    by_stage = {stage_of(task_id): info for task_id, info in tasks.items()}
+    present = set(records) | set(by_stage)
+    names = [n for n in order if n in present] + sorted(present - set(order))
     rows = []
-    for name, stage in plan.items():
-        status = stage_status(stage)
-        manifest = stage.checkpoint.manifest()  # an export not (or no longer) published still has one
-        metrics = (manifest or {}).get("metrics") or {}
-        written = (manifest or {}).get("rows") or {}
-        rows.append(
-            StageRow(
-                stage=stage,
-                task=tasks.get(name),
-                state=status.state,
-                reasons=status.reasons,
-                ran=_ran(manifest, run),
-                manifest=manifest,
-                rows_in=_rows_in(stage, plan),
-                rows_out=sum(int(v) for v in written.values()) if written else None,
-                rows_rejected=metrics.get("rows_rejected"),
-            )
-        )
+    for name in names:
+        record = records.get(name)
+        now, detail = checkpoint_now(record) if record else ("", "")
+        rows.append(StageRow(name, by_stage.get(name), record, now, detail))
     return rows
+
+
+def missing_records_note(run: RunInfo, records: Mapping[str, StageRecord]) -> str:
+    """What the run page says when the run recorded nothing ("" when it did)."""
+    if records:
+        return ""
+    return NOTHING_YET if run.state in ACTIVE_STATES else NO_RECORDS
 
 
 def _numbers(name: str, value: Any) -> dict[str, float]:
@@ -164,9 +146,8 @@ def _numbers(name: str, value: Any) -> dict[str, float]:
     return {}
 
 
-def stage_metrics(manifest: Mapping[str, Any] | None) -> dict[str, float]:
-    """A manifest's headline metrics as numbers (a per-class dict becomes ``metric[class]``)."""
-    metrics = (manifest or {}).get("metrics") or {}
+def stage_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """A stage's headline metrics as numbers (a per-class dict becomes ``metric[class]``)."""
     found: dict[str, float] = {}
     for key in HEADLINE_METRICS:
         found.update(_numbers(key, metrics.get(key)))
@@ -175,7 +156,7 @@ def stage_metrics(manifest: Mapping[str, Any] | None) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class RunMetrics:
-    """One run in the comparison: its params and, per stage, its metric values."""
+    """One run in the comparison: its params and, per stage, its metric values, as the run recorded them."""
 
     run: RunInfo
     params: dict[str, Any]
@@ -183,29 +164,32 @@ class RunMetrics:
     error: str = ""
 
 
-def compare_runs(spec: PipelineSpec, runs: Sequence[RunInfo]) -> list[RunMetrics]:
-    """The headline metrics of each run's committed stages, newest run first."""
+def compare_runs(root: str, runs: Sequence[RunInfo]) -> list[RunMetrics]:
+    """The headline metrics each run recorded, newest run first (a run without records says so)."""
     compared = []
     for run in runs:
-        params = run_params(spec, run)
         try:
-            plan = resolve_run(spec, run)
+            records = read_run(root, run.dag_id, run.run_id)
         except DagspecError as exc:
-            compared.append(RunMetrics(run, params, {}, str(exc).splitlines()[0]))
+            compared.append(RunMetrics(run, {}, {}, str(exc).splitlines()[0]))
             continue
-        values = {}
-        for name, stage in plan.items():
-            found = stage_metrics(stage.checkpoint.manifest())
-            if found:
-                values[name] = found
-        compared.append(RunMetrics(run, params, values))
+        if not records:
+            why = (
+                NOTHING_YET if run.state in ACTIVE_STATES else "no record of what this run ran (older than run records)"
+            )
+            compared.append(RunMetrics(run, {}, {}, why))
+            continue
+        params = next(iter(records.values())).run_params
+        values = {name: found for name, r in records.items() if (found := stage_metrics(r.metrics))}
+        compared.append(RunMetrics(run, dict(params), values))
     return compared
 
 
 def differing_params(compared: Sequence[RunMetrics]) -> list[str]:
-    """The params whose values are not the same in every run compared."""
-    names = sorted({k for c in compared for k in c.params})
-    return [n for n in names if len({repr(c.params.get(n)) for c in compared}) > 1]
+    """The params whose values are not the same in every run compared that recorded them."""
+    recorded = [c for c in compared if not c.error]
+    names = sorted({k for c in recorded for k in c.params})
+    return [n for n in names if len({repr(c.params.get(n)) for c in recorded}) > 1]
 
 
 def metric_names(compared: Sequence[RunMetrics]) -> list[str]:
