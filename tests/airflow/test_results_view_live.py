@@ -1,7 +1,8 @@
 """dagspec's view inside the real Airflow UI: a small run of the topology classifier under the
 session's Airflow (tests/airflow/live.py), then headless Chromium opens the run's and the comparison
 task's "dagspec" tabs and finds the stages, the AUC table and the ROC plot; the API server refuses
-the view without a token.
+the view without a token. Over HTTP, an older run's page keeps showing its own fingerprints and rows
+after a newer run read a grown input file (a one-stage spec: two runs cost two small stages).
 
 The spec is the shipped topology_classifier.yaml cut to one model (6 tasks instead of 17: the three
 trainings, checks, exports and predictions took 7 minutes of a loaded 2-core machine), under its
@@ -59,9 +60,24 @@ stages:
 """
 
 
+HISTORY_DAG = "view_history"
+# one stage reading a CSV file that grows between two runs: each run commits another fingerprint
+HISTORY_SPEC = """\
+dag_id: view_history
+schedule: null
+start_date: 2026-01-01
+default_args: {{retries: 1, retry_delay: 1}}
+params:
+  input: {{type: string, default: {input}}}
+storage: {{root: .dagspec/storage}}
+stages:
+  raw: {{kind: read, params: {{format: csv, header: true, path: "{{{{ params.input }}}}", schema: "x INT, y INT"}}}}
+"""
+
+
 def live_specs(root: Path) -> dict[str, str]:
-    """The cut topology spec, for the session's Airflow."""
-    return {f"{DAG}.yaml": SPEC}
+    """The cut topology spec and the one-stage history spec, for the session's Airflow."""
+    return {f"{DAG}.yaml": SPEC, f"{HISTORY_DAG}.yaml": HISTORY_SPEC.format(input=root / "history.csv")}
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +95,50 @@ def finished_run(live_airflow: Airflow) -> str:
     print(f"{DAG}: {state} in {time.monotonic() - started:.1f} s")
     assert state == "success", task_report(live_airflow, DAG, run_id)
     return run_id
+
+
+def _trigger(airflow: Airflow, dag_id: str) -> str:
+    """One run of ``dag_id`` through the REST API, green; its run id."""
+    api = airflow.api
+    wait_for_dag(api, dag_id)
+    api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": False})
+    run_id = str(api.post(f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})["dag_run_id"])
+    try:
+        state = wait_for_run(api, dag_id, run_id)["state"]
+    finally:
+        api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": True})
+    assert state == "success", task_report(airflow, dag_id, run_id)
+    return run_id
+
+
+def _page(url: str, token: str) -> str:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return str(response.read().decode())
+
+
+def test_an_older_runs_page_shows_its_own_results_after_a_newer_run_changed_the_input(live_airflow: Airflow) -> None:
+    data = live_airflow.root / "history.csv"
+    data.write_text("x,y\n1,1\n2,2\n3,3\n")
+    first = _trigger(live_airflow, HISTORY_DAG)
+    with data.open("a") as handle:
+        handle.write("4,4\n")
+    second = _trigger(live_airflow, HISTORY_DAG)
+    api = live_airflow.api
+    committed = {}  # run -> the fingerprint its asset event says its stage committed (Airflow's own record)
+    for run in (first, second):
+        events = api.get(f"/api/v2/assets/events?source_dag_id={HISTORY_DAG}&source_run_id={quote(run, safe='')}")
+        (event,) = events["asset_events"]
+        committed[run] = event["extra"]["fingerprint"]
+    assert committed[first] != committed[second]
+    pages = {
+        run: _page(f"{live_airflow.url}/dagspec/dags/{HISTORY_DAG}/runs/{quote(run, safe='')}", api.token)
+        for run in (first, second)
+    }
+    older = pages[first]
+    assert committed[first] in older and committed[second] not in older
+    assert 'class="ran">ran<' in older and '<td class="num">3</td>' in older and '<td class="num">4</td>' not in older
+    assert committed[second] in pages[second] and '<td class="num">4</td>' in pages[second]
 
 
 def _status(url: str, token: str | None = None) -> int:
