@@ -18,8 +18,8 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from dagspec.kinds.scoring.flavor_base import PROBABILITY
 from dagspec.kinds.scoring.intervals import percentile_interval
-from dagspec.kinds.scoring.models import PROBABILITY
 
 _SCHEMA = "weight array<double>, correct array<double>, loss array<double>"
 

@@ -60,8 +60,9 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outpu
     from pyspark.sql import functions as F
 
     from dagspec.kinds.scoring.bootstrap import bootstrap_intervals
+    from dagspec.kinds.scoring.flavor_base import PREDICTION, PROBABILITY
     from dagspec.kinds.scoring.metrics import counts_metrics, label_index, roc_pass
-    from dagspec.kinds.scoring.models import PREDICTION, PROBABILITY, read_model_meta, transform_with_model
+    from dagspec.kinds.scoring.models import read_model_meta, transform_with_model
     from dagspec.kinds.scoring.placements import PLACEMENTS_DIR, write_placements
     from dagspec.kinds.scoring.plots import plot_roc_panels
 

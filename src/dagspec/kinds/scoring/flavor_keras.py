@@ -1,4 +1,4 @@
-"""Inference flavor ``keras`` (see ``dagspec.kinds.scoring.models`` for the contract).
+"""Inference flavor ``keras`` (see ``dagspec.kinds.scoring.flavor_base`` for the contract).
 
 Keras 3 models (``.keras`` / ``.h5``) are scored inside Spark tasks through a SCALAR_ITER Arrow
 UDF over the model's input columns only. The batches are encoded by
@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import UserDefinedType
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.scoring.models import broadcast_artifact, numpy_to_probability, with_prediction
+from dagspec.kinds.scoring.flavor_base import broadcast_artifact, numpy_to_probability, with_prediction
 from dagspec.kinds.training.keras_inputs import InputSpec, encode_features
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark import Broadcast
 
-    from dagspec.kinds.scoring.models import Shipped
+    from dagspec.kinds.scoring.flavor_base import Shipped
 
 DEFAULT_BATCH_SIZE = 1024
 
@@ -64,7 +64,7 @@ def input_specs(meta: dict[str, Any]) -> list[InputSpec]:
 def transform(
     spark: SparkSession, model_dir: str, meta: dict[str, Any], df: DataFrame, keep_cols: list[str]
 ) -> DataFrame:
-    """``keep_cols`` + ``probability`` + ``prediction``; see ``dagspec.kinds.scoring.models``."""
+    """``keep_cols`` + ``probability`` + ``prediction``; see ``dagspec.kinds.scoring.flavor_base``."""
     from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
 
     specs = input_specs(meta)

@@ -1,4 +1,4 @@
-"""Inference flavor ``spark_ml`` (see ``dagspec.kinds.scoring.models`` for the contract).
+"""Inference flavor ``spark_ml`` (see ``dagspec.kinds.scoring.flavor_base`` for the contract).
 
 A saved ``PipelineModel`` runs in the JVM (nothing crosses to Python); its probability vector
 becomes ``array<double>`` and ``with_prediction`` derives the class. The model directory is read
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.scoring.models import local_path, with_prediction
+from dagspec.kinds.scoring.flavor_base import local_path, with_prediction
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,4 +1,4 @@
-"""Inference flavor ``xgboost`` (see ``dagspec.kinds.scoring.models`` for the contract).
+"""Inference flavor ``xgboost`` (see ``dagspec.kinds.scoring.flavor_base`` for the contract).
 
 The booster travels as a broadcast of its JSON bytes and is loaded at most once per Python worker.
 Rows are scored with ``mapInArrow`` over a projection holding only the kept columns and the
@@ -16,14 +16,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.scoring.models import broadcast_artifact, numpy_to_probability, with_prediction
+from dagspec.kinds.scoring.flavor_base import broadcast_artifact, numpy_to_probability, with_prediction
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark import Broadcast
     from pyspark.sql import DataFrame, SparkSession
 
-    from dagspec.kinds.scoring.models import Shipped
+    from dagspec.kinds.scoring.flavor_base import Shipped
 
 _LOCK = threading.Lock()
 _BOOSTER: dict[str, Any] = {}

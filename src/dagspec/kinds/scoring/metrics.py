@@ -29,8 +29,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, NumericType
 
 from dagspec.errors import StageFailedError
+from dagspec.kinds.scoring.flavor_base import PROBABILITY
 from dagspec.kinds.scoring.intervals import AucVariance, PlacementSums, chain, chunk_sums, delong
-from dagspec.kinds.scoring.models import PROBABILITY
 
 _DISTINCT_SCHEMA = "k int, score double, pos double, neg double"
 _PARTIAL_SCHEMA = (

@@ -30,7 +30,8 @@ def predict(inputs: Inputs, params: PredictParams, ctx: StageContext) -> Outputs
     """
     from pyspark.sql import functions as F
 
-    from dagspec.kinds.scoring.models import PREDICTION, PROBABILITY, read_model_meta, transform_with_model
+    from dagspec.kinds.scoring.flavor_base import PREDICTION, PROBABILITY
+    from dagspec.kinds.scoring.models import read_model_meta, transform_with_model
 
     model_dir, df = inputs["model"], inputs["data"]
     assert isinstance(model_dir, str) and not isinstance(df, str)

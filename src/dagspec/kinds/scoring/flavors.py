@@ -1,0 +1,42 @@
+"""The inference flavors dagspec can apply, by the name ``model.json`` gives them.
+
+The registry, like the kind catalog, is static: each flavor module is imported here by name, so
+linters see it and the cache key sees it. A stage's code hash follows the imports of its kind
+module transitively (``dagspec.plan.fingerprint.code_hashes``): predict and evaluate import
+``models``, which imports this module, so the source of every flavor below is part of their
+fingerprints. Adding a flavor is a module beside these (importing ``flavor_base``, never
+``models``), a line here and its name in ``dagspec.kinds.model_card.Flavor``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dagspec.errors import StageFailedError
+from dagspec.kinds.scoring import flavor_keras, flavor_spark_ml, flavor_xgboost
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class Flavor(Protocol):
+    """A flavor module: its ``transform`` (the contract is in ``dagspec.kinds.scoring.flavor_base``)."""
+
+    def transform(
+        self, spark: SparkSession, model_dir: str, meta: dict[str, Any], df: DataFrame, keep_cols: list[str]
+    ) -> DataFrame: ...
+
+
+FLAVORS: Mapping[str, Flavor] = {
+    "keras": flavor_keras,
+    "spark_ml": flavor_spark_ml,
+    "xgboost": flavor_xgboost,
+}
+
+
+def get_flavor(name: str) -> Flavor:
+    """The flavor module called ``name`` (a model card is validated against the same names)."""
+    if name not in FLAVORS:
+        raise StageFailedError(f"model flavor {name!r} is not one of {', '.join(sorted(FLAVORS))}")
+    return FLAVORS[name]
