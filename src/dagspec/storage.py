@@ -262,12 +262,18 @@ def size_of(path: str) -> int:
 
 @dataclass(frozen=True)
 class FileInfo:
-    """One data file: what identifies its content without reading it."""
+    """One data file: what identifies its content without reading it.
+
+    ``target``: for a file reached through a symlink (the file itself or a folder above it), the
+    real path and inode it resolves to, so that a link retargeted to a file of the same size and
+    modification time is seen; empty otherwise.
+    """
 
     path: str
     size: int
     mtime_ns: int
     etag: str = ""
+    target: str = ""
 
 
 def _expand_braces(pattern: str) -> list[str]:
@@ -279,13 +285,29 @@ def _expand_braces(pattern: str) -> list[str]:
     return [p for option in match.group(1).split(",") for p in _expand_braces(head + option + tail)]
 
 
+def spark_skips(name: str) -> bool:
+    """Does Spark's file listing skip this file or folder name? (``HadoopFSUtils.shouldFilterOutPathName``)
+
+    Names starting with ``_`` or ``.`` are skipped, except partition folders (any name with a
+    ``=``, ``_k=v`` too) and Parquet's ``_metadata`` / ``_common_metadata`` summaries; so are names
+    ending in ``._COPYING_`` (a copy under way).
+    """
+    hidden = (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
+    return hidden and not name.startswith(("_common_metadata", "_metadata"))
+
+
 def _is_data_file(name: str) -> bool:
-    """Spark's readers skip hidden and marker files (``_SUCCESS``, ``.crc``)."""
-    return not name.startswith(("_", "."))
+    """A listed file Spark reads as data (``PartitioningAwareFileIndex.isDataPath``): not the summaries."""
+    return not spark_skips(name) and not (name.startswith("_") and "=" not in name)
 
 
 def list_files(pattern: str) -> list[FileInfo]:
-    """Data files of a file, a directory (recursively) or a glob, sorted by path."""
+    """The files Spark reads for a file, a directory (recursively) or a glob, sorted by path.
+
+    Spark's rules (4.x): in a directory, names ``spark_skips`` are left out (``_SUCCESS``, ``.crc``,
+    ``_temporary``) but partition folders such as ``_k=v`` are read; symlinked folders are
+    followed (a folder inside itself is listed once); a glob's ``*`` matches dot names too.
+    """
     found: dict[str, FileInfo] = {}
     for single in _expand_braces(pattern):
         if is_local(single):
@@ -296,22 +318,38 @@ def list_files(pattern: str) -> list[FileInfo]:
 
 
 def _list_local(pattern: str, found: dict[str, FileInfo], *, uri: bool) -> None:
-    matches = sorted(glob.glob(pattern)) if _GLOB_CHARS.search(pattern) else [pattern]
+    matches = sorted(glob.glob(pattern, include_hidden=True)) if _GLOB_CHARS.search(pattern) else [pattern]
     for match in matches:
         if os.path.isdir(match):
-            for folder, dirs, names in os.walk(match):
-                dirs[:] = sorted(d for d in dirs if _is_data_file(d))
-                for name in names:
-                    if _is_data_file(name):
-                        _add_local(os.path.join(folder, name), found, uri)
+            _walk_local(match, os.path.realpath(match), found, uri, frozenset())
         elif os.path.isfile(match) and _is_data_file(os.path.basename(match)):
-            _add_local(match, found, uri)
+            _add_local(match, os.path.realpath(match), os.stat(match), found, uri)
 
 
-def _add_local(path: str, found: dict[str, FileInfo], uri: bool) -> None:
-    stat = os.stat(path)
+def _walk_local(
+    folder: str, real: str, found: dict[str, FileInfo], uri: bool, above: frozenset[tuple[int, int]]
+) -> None:
+    """List ``folder`` (whose real path is ``real``) as Spark does; ``above``: the folders it is inside."""
+    stat = os.stat(folder)
+    here = (stat.st_dev, stat.st_ino)
+    if here in above:  # a symlink to a folder above: Spark would recurse until the OS gives up
+        return
+    with os.scandir(folder) as scan:
+        entries = sorted(scan, key=lambda e: e.name)
+    for entry in entries:
+        if spark_skips(entry.name):
+            continue
+        real_entry = os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(real, entry.name)
+        if entry.is_dir():  # follows a symlink, as Hadoop's local file system does
+            _walk_local(entry.path, real_entry, found, uri, above | {here})
+        elif entry.is_file() and _is_data_file(entry.name):
+            _add_local(entry.path, real_entry, entry.stat(), found, uri)
+
+
+def _add_local(path: str, real: str, stat: os.stat_result, found: dict[str, FileInfo], uri: bool) -> None:
     key = f"file://{path}" if uri else path
-    found[key] = FileInfo(key, stat.st_size, stat.st_mtime_ns)
+    target = f"{real}@{stat.st_ino}" if real != os.path.abspath(path) else ""
+    found[key] = FileInfo(key, stat.st_size, stat.st_mtime_ns, target=target)
 
 
 def _list_remote(pattern: str, found: dict[str, FileInfo]) -> None:
@@ -319,10 +357,14 @@ def _list_remote(pattern: str, found: dict[str, FileInfo]) -> None:
     scheme = pattern.split("://", 1)[0]
     paths = fs.glob(fs_path) if _GLOB_CHARS.search(fs_path) else [fs_path]
     for path in paths:
+        base = str(path).rstrip("/")
         infos = fs.find(path, detail=True).values() if fs.isdir(path) else [fs.info(path)]
         for info in infos:
             name = str(info["name"])
-            if info.get("type") == "directory" or not all(_is_data_file(p) for p in name.split("/")[-1:]):
+            *folders, leaf = (name[len(base) + 1 :] if name.startswith(base + "/") else posixpath.basename(name)).split(
+                "/"
+            )
+            if info.get("type") == "directory" or any(spark_skips(f) for f in folders) or not _is_data_file(leaf):
                 continue
             mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or 0
             stamp = int(mtime.timestamp() * 1e9) if hasattr(mtime, "timestamp") else int(float(mtime) * 1e9)

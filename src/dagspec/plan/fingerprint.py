@@ -2,9 +2,10 @@
 
 A key holds the kind, the rendered params, the code (a hash of the kind's module and of every
 first-party module it imports, transitively, plus the runner module that writes outputs, and the
-versions of the third-party libraries they import), the input data (source stages: every file they read with
-its size and modification time, or the store's etag), the upstream fingerprints and the Spark
-settings that can change results. The fingerprint is a hash of the key; the key itself goes into
+versions of the third-party libraries they import), the input data (source stages: every file
+Spark reads, by Spark's listing rules, with its size and modification time, the store's etag, and
+for a file reached through a symlink its real path and inode), the upstream fingerprints and the
+Spark settings that can change results. The fingerprint is a hash of the key; the key itself goes into
 the manifest so that a later run can say what changed.
 
 Code is hashed as its syntax tree without docstrings: editing a comment, a docstring or the
@@ -158,7 +159,9 @@ def code_hashes(module: str) -> dict[str, str]:
 
     First-party: dagspec's own modules, and modules living beside the kind's module (its
     package, or the plugins folder). Third-party imports are represented by their distribution's
-    version instead (see ``library_versions``).
+    version instead (see ``library_versions``). Only import statements are followed, so what a
+    kind runs is imported by name (the scoring flavors through the static registry
+    ``dagspec.kinds.scoring.flavors``); a test refuses ``import_module`` of a built name.
     """
     roots = _first_party_roots(module)
     found: dict[str, str] = {}
@@ -203,7 +206,12 @@ def library_versions(modules: tuple[str, ...]) -> dict[str, str]:
 
 
 def data_identity(patterns: list[str], home: Path) -> tuple[dict[str, str], list[str]]:
-    """(file -> "size:mtime_ns[:etag]" for every file the patterns match, the files in order)."""
+    """(file -> "size:mtime_ns[:etag][:->real_path@inode]" for every file Spark reads, the files in order).
+
+    The files are those ``storage.list_files`` lists by Spark's own rules (partition folders such
+    as ``_k=v`` in, ``_SUCCESS`` and dot files out, symlinked folders followed); a file reached
+    through a symlink is also known by what it resolves to.
+    """
     identity: dict[str, str] = {}
     files: list[str] = []
     for pattern in patterns:
@@ -212,7 +220,8 @@ def data_identity(patterns: list[str], home: Path) -> tuple[dict[str, str], list
         if not matched:
             identity[resolved] = "no files match"
         for info in matched:
-            identity[info.path] = f"{info.size}:{info.mtime_ns}" + (f":{info.etag}" if info.etag else "")
+            link = f":->{info.target}" if info.target else ""  # a retargeted symlink changes it
+            identity[info.path] = f"{info.size}:{info.mtime_ns}" + (f":{info.etag}" if info.etag else "") + link
             files.append(info.path)
     return identity, files
 
