@@ -10,6 +10,8 @@ import pytest
 from dagspec import storage
 from dagspec.plan.fingerprint import data_identity
 from dagspec.plan.reasons import key_changes
+from dagspec.spec.loader import load_spec
+from tests.helpers import manifest, run_pipeline_in_process, write_spec
 
 
 def _write(path: Path, text: str) -> Path:
@@ -142,3 +144,22 @@ def test_the_identity_lists_the_files_spark_reads(spark, tmp_path: Path) -> None
     globbed = sorted(f.removeprefix("file://") for f in spark.read.text(pattern).inputFiles())
     assert globbed == sorted(data_identity([pattern], data)[0])
     assert str(data / ".staging" / "s.csv") in globbed
+
+
+@pytest.mark.spark
+def test_a_file_added_to_an_underscore_partition_reruns_the_read_stage(spark, home, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    spark.createDataFrame([(1,), (2,)], "x int").write.parquet(str(data / "_src=a"))
+    spark.createDataFrame([(3,)], "x int").write.parquet(str(data / "_src=b"))
+    spec = load_spec(
+        write_spec(tmp_path / "p", f'stages:\n  raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}\n')
+    )
+    first = run_pipeline_in_process(spark, spec)["raw"]
+    assert manifest(first)["rows"] == {"data": 3} and "_src" in manifest(first)["outputs"]["data"]["schema"]
+
+    spark.createDataFrame([(4,), (5,)], "x int").coalesce(1).write.mode("append").parquet(str(data / "_src=b"))
+    second = run_pipeline_in_process(spark, spec)["raw"]
+    assert second.fingerprint != first.fingerprint
+    added = [c for c in key_changes(first.key, second.key) if c.endswith(" added")]
+    assert len(added) == 1 and "/_src=b/part-" in added[0]
+    assert manifest(second)["rows"] == {"data": 5}
