@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-class Flavor(Protocol):
+class FlavorModule(Protocol):
     """A flavor module: its ``transform`` (the contract is in ``dagspec.kinds.scoring.flavor_base``)."""
 
     def transform(
@@ -28,14 +28,14 @@ class Flavor(Protocol):
     ) -> DataFrame: ...
 
 
-FLAVORS: Mapping[str, Flavor] = {
+FLAVORS: Mapping[str, FlavorModule] = {
     "keras": flavor_keras,
     "spark_ml": flavor_spark_ml,
     "xgboost": flavor_xgboost,
 }
 
 
-def get_flavor(name: str) -> Flavor:
+def get_flavor(name: str) -> FlavorModule:
     """The flavor module called ``name`` (a model card is validated against the same names)."""
     if name not in FLAVORS:
         raise StageFailedError(f"model flavor {name!r} is not one of {', '.join(sorted(FLAVORS))}")
