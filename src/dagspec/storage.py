@@ -361,9 +361,8 @@ def _list_remote(pattern: str, found: dict[str, FileInfo]) -> None:
         infos = fs.find(path, detail=True).values() if fs.isdir(path) else [fs.info(path)]
         for info in infos:
             name = str(info["name"])
-            *folders, leaf = (name[len(base) + 1 :] if name.startswith(base + "/") else posixpath.basename(name)).split(
-                "/"
-            )
+            relative = name[len(base) + 1 :] if name.startswith(base + "/") else posixpath.basename(name)
+            *folders, leaf = relative.split("/")  # Spark's rule holds at every depth under the listed path
             if info.get("type") == "directory" or any(spark_skips(f) for f in folders) or not _is_data_file(leaf):
                 continue
             mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or 0
