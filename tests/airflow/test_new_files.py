@@ -12,7 +12,7 @@ from airflow.sdk import Asset
 from airflow.serialization.serialized_objects import DagSerialization
 
 from dagspec.airflow.compiler import compile_folder
-from dagspec.airflow.new_files import CLASSPATH, NewFilesTrigger, read_seen, state_path
+from dagspec.airflow.new_files import CLASSPATH, NewFilesTrigger, list_matches, read_seen, state_path
 from dagspec.errors import SpecValidationError
 from dagspec.spec.loader import load_spec
 from dagspec.spec.schedule import FilesSchedule
@@ -120,3 +120,14 @@ def test_the_dag_is_scheduled_on_its_own_asset_with_a_watcher(tmp_path: Path) ->
     assert watcher.trigger.serialize() == (CLASSPATH, {"pattern": pattern, "state": state, "poll_interval": 5.0})
     stored = DagSerialization.from_dict(DagSerialization.to_dict(compiled.dags["daily"])).timetable
     assert stored.asset_condition.name == "daily.new_files"
+
+
+def test_the_trigger_leaves_out_a_match_reached_through_a_symlink_out_of_the_folder(tmp_path: Path) -> None:
+    watched, secret = tmp_path / "watched", tmp_path / "secret"
+    watched.mkdir()
+    secret.mkdir()
+    (watched / "day_00.tsv").write_text("1\n")
+    (secret / "day_01.tsv").write_text("2\n")
+    (watched / "more").symlink_to(secret)
+    assert os.path.exists(watched / "more" / "day_01.tsv")
+    assert list(list_matches(f"{watched}/**/*.tsv")) == [str(watched / "day_00.tsv")]

@@ -73,7 +73,9 @@ def test_a_spec_cannot_read_itself_this_way_nor_another_storage_root(tmp_path: P
     write_spec(tmp_path, INGEST, "ingest.yaml")
     write_spec(tmp_path, _reader("{spec: own, output: head.data}", "dag_id: own\n"), "own.yaml")
     write_spec(
-        tmp_path, _reader("{spec: ctr_ingest, output: features.test}", "storage: {root: /elsewhere}\n"), "r.yaml"
+        tmp_path,
+        _reader("{spec: ctr_ingest, output: features.test}", "storage: {root: .dagspec/storage/elsewhere}\n"),
+        "r.yaml",
     )
     found = _load(tmp_path)
     assert found["own.yaml"] == (
@@ -81,7 +83,7 @@ def test_a_spec_cannot_read_itself_this_way_nor_another_storage_root(tmp_path: P
     )
     assert found["r.yaml"] == (
         "r.yaml:5:20: stages.head.inputs.data: spec 'ctr_ingest' keeps its checkpoints under storage.root "
-        "'.dagspec/storage', this one under '/elsewhere'; a spec reads another's output under the same storage root"
+        "'.dagspec/storage', this one under '.dagspec/storage/elsewhere'; a spec reads another's output under the same storage root"
     )
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from dagspec.spec.roots import glob_base
+
 CLASSPATH = "dagspec.airflow.new_files.NewFilesTrigger"
 Stat = tuple[int, int]  # size in bytes, modification time in ns
 
@@ -39,9 +41,16 @@ def state_path(root: str, dag_id: str, pattern: str) -> str:
 
 
 def list_matches(pattern: str) -> dict[str, Stat]:
-    """Every regular file the glob matches (``**`` included), with its size and modification time."""
+    """Every regular file the glob matches (``**`` included), with its size and modification time.
+
+    Only files inside the folder the glob lists (checked against the deployment's watch roots when
+    the spec loaded): a match reached through a symlink that leads out of it is left out.
+    """
     found: dict[str, Stat] = {}
+    base = os.path.realpath(glob_base(pattern))
     for path in glob.glob(pattern, recursive=True):
+        if os.path.commonpath([base, os.path.realpath(path)]) != base:
+            continue
         try:
             info = os.stat(path)
         except FileNotFoundError:  # removed between the listing and the stat

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from dagspec.spec.roots import DEFAULT_STORAGE_ROOT, check_storage_root
 from dagspec.spec.safety import check_conf_key, check_conf_value
 from dagspec.spec.schedule import SCHEDULE_PRESETS, AssetSchedule, FilesSchedule, Schedule, check_cron
 from dagspec.spec.spec_input import SpecInput, StageInput
@@ -127,9 +128,15 @@ class StorageSpec(_Model):
     """Where checkpoints live: a local path (relative to the project) or a Hadoop URI."""
 
     root: str = Field(
-        default=".dagspec/storage",
-        description="checkpoint root: a path relative to the project, an absolute path or a Hadoop URI",
+        default=DEFAULT_STORAGE_ROOT,
+        description="checkpoint root: a path relative to the project, an absolute path or a Hadoop URI, under "
+        "the deployment's storage roots (docs/security.md)",
     )
+
+    @field_validator("root")
+    @classmethod
+    def _root_is_the_deployments(cls, root: str) -> str:
+        return check_storage_root(root)  # dagspec.spec.roots: under an allowed root, after '..' and symlinks
 
 
 class Resources(_Model):

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
+from dagspec.spec.roots import check_watch_glob
+
 SCHEDULE_PRESETS = {"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"}
 # the presets that are a cron expression (croniter's aliases); @once and @continuous are not
 CRON_PRESETS = SCHEDULE_PRESETS - {"@once", "@continuous"}
@@ -94,8 +96,9 @@ class FilesSchedule(BaseModel):
 
     files: str = Field(
         min_length=1,
-        description="a glob of local files, relative to the project directory or absolute (data/incoming/day_*.tsv); "
-        "each poll that finds new, no longer growing files queues one run",
+        description="a glob of local files, relative to the project directory or absolute (data/incoming/day_*.tsv), "
+        "under the project or a watch root of the deployment; each poll that finds new, no longer growing files "
+        "queues one run",
     )
     poll_interval: float = Field(default=30, ge=1, le=3600, description="seconds between two looks at the folder")
 
@@ -108,7 +111,7 @@ class FilesSchedule(BaseModel):
             raise ValueError(f"expected a glob of files, got the folder {files!r}: add a pattern, e.g. {files}*")
         if ".." in files.split("/"):
             raise ValueError(f"a '..' in the glob is not allowed: write it from the project directory, got {files!r}")
-        return files
+        return check_watch_glob(files)  # dagspec.spec.roots: the project or a watch root of the deployment
 
 
 def _schedule_form(value: Any) -> str:
