@@ -289,23 +289,81 @@ def test_a_removed_checkpoint_leaves_the_runs_record(client: TestClient, storage
         aside.rename(old.checkpoint_dir)
 
 
-def test_files_are_served_from_the_dags_folder_only(client: TestClient, storage: Path, tmp_path: Path) -> None:
+def test_files_of_committed_outputs_are_served_and_nothing_else(
+    client: TestClient, storage: Path, tmp_path: Path
+) -> None:
     report = next((storage / DAG / "comparison").glob("*/report/comparison.md"))
+    checkpoint = report.parent.parent
     inside = report.relative_to(storage / DAG).as_posix()
-    assert client.get(f"/dags/{DAG}/files/{inside}").text == REPORT
+    served = client.get(f"/dags/{DAG}/files/{inside}")
+    assert served.status_code == 200 and served.text == REPORT
+    assert "sandbox" in served.headers["content-security-policy"]
     secret = tmp_path / "secret.txt"
     secret.write_text("not for the UI")
     (report.parent / "escape").symlink_to(secret)
+    (checkpoint / "notes.txt").write_text("not for the UI")  # beside the outputs: in no output of the manifest
+    tabled = next(m.parent for m in (storage / DAG).glob("*/*/manifest.json") if '"table"' in m.read_text())
+    table = next(
+        n for n, t in json.loads((tabled / "manifest.json").read_text())["outputs"].items() if t["type"] == "table"
+    )
+    (tabled / table / "part-0.txt").write_text("not for the UI")  # a table output's folder
+    in_table = f"{tabled.relative_to(storage / DAG).as_posix()}/{table}/part-0.txt"
+    uncommitted = checkpoint.parent / "f00d" / "report"  # a report in a checkpoint without _SUCCESS
+    uncommitted.mkdir(parents=True)
+    (uncommitted / "x.md").write_text("not for the UI")
+    watch = storage / DAG / "_watch"  # a files schedule's record of seen files
+    watch.mkdir()
+    (watch / "0123456789abcdef.json").write_text('{"seen": {"/not/for/the/ui": [1, 2]}}')
+    fp = checkpoint.name
     refused = {
-        "..": f"/dags/{DAG}/files/comparison/%2E%2E/%2E%2E/{DAG}/{inside}",
-        "absolute": f"/dags/{DAG}/files/{secret}",
-        "symlink out": f"/dags/{DAG}/files/{Path(inside).parent}/escape",
-        "another dag": f"/dags/{DAG}/files/..%2Fother/x",
+        "a file beside the outputs": f"comparison/{fp}/notes.txt",
+        "the manifest": f"comparison/{fp}/manifest.json",
+        "the marker": f"comparison/{fp}/_SUCCESS",
+        "a table output": in_table,
+        "an uncommitted checkpoint": "comparison/f00d/report/x.md",
+        "the watch records": "_watch/0123456789abcdef.json",
+        "the stage's pointer": "comparison/_LATEST",
+        "a symlink out of the output": f"comparison/{fp}/report/escape",
+        "..": f"comparison/%2E%2E/%2E%2E/{DAG}/{inside}",
+        "an encoded ..": f"comparison/{fp}/report/..%2F..%2F..%2Fmanifest.json",
+        "absolute": str(secret),
+        "/proc": "/proc/self/cmdline",
+        "a URI": "file:///proc/self/status",
+        "another dag": "..%2Fother/x",
+        "missing": f"comparison/{fp}/report/none.md",
     }
     for what, path in refused.items():
-        response = client.get(path)
-        assert response.status_code == 400, (what, response.status_code)
+        response = client.get(f"/dags/{DAG}/files/{path}")
+        assert response.status_code == 404, (what, response.status_code)
+        assert f"in {DAG}&#x27;s checkpoints" in response.text, (what, response.text)  # the route said so
         assert "not for the UI" not in response.text
+
+
+def test_the_specs_storage_root_is_ignored_for_the_deployments(
+    client: TestClient, storage: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a spec whose own root (allowed by the administrator) is not the deployment's: its checkpoints
+    # there are not served, the same files under the deployment's root are
+    pipelines, own = tmp_path / "pipelines", tmp_path / "own-root"
+    pipelines.mkdir()
+    (pipelines / "rooted.yaml").write_text(
+        f"dag_id: rooted\nstorage: {{root: '{own}'}}\n"
+        "stages:\n  raw: {kind: read, params: {format: tsv, path: data/x.tsv, schema: criteo}}\n"
+    )
+    monkeypatch.setenv("DAGSPEC_PIPELINES", str(pipelines))
+    monkeypatch.setenv("DAGSPEC_STORAGE_ROOTS", str(own))
+    assert find_spec("rooted").storage.root == str(own)
+    for root, text in ((own, "the spec's root"), (storage, "the deployment's root")):
+        checkpoint = root / "rooted" / "raw" / "fp1"
+        (checkpoint / "report").mkdir(parents=True)
+        (checkpoint / "report" / "a.md").write_text(text)
+        (checkpoint / "manifest.json").write_text(
+            json.dumps({"fingerprint": "fp1", "outputs": {"report": {"type": "files"}}})
+        )
+        (checkpoint / "_SUCCESS").write_text("")
+    assert client.get("/dags/rooted/files/raw/fp1/report/a.md").text == "the deployment's root"
+    shutil.rmtree(storage / "rooted")
+    assert client.get("/dags/rooted/files/raw/fp1/report/a.md").status_code == 404
 
 
 def test_a_remote_storage_root_is_read_through_fsspec_with_the_same_boundary() -> None:
@@ -314,10 +372,25 @@ def test_a_remote_storage_root_is_read_through_fsspec_with_the_same_boundary() -
     from dagspec.airflow.ui import files
 
     memory = fsspec.filesystem("memory")
-    memory.pipe("/view-root/dag/comparison/fp/report/comparison.md", REPORT.encode())
+    checkpoint = "/view-root/dag/comparison/fp"
+    memory.pipe(f"{checkpoint}/report/comparison.md", REPORT.encode())
+    memory.pipe(f"{checkpoint}/notes.txt", b"not served")
+    memory.pipe(
+        f"{checkpoint}/manifest.json",
+        json.dumps({"fingerprint": "fp", "outputs": {"report": {"type": "files"}}}).encode(),
+    )
+    assert files.checkpoint_files(f"memory:/{checkpoint}", set()) == []  # not committed yet
+    with pytest.raises(files.NotServedError):
+        files.stored_file("memory://view-root", "dag", "comparison/fp/report/comparison.md")
+    memory.pipe(f"{checkpoint}/_SUCCESS", b"")
     found = files.stored_file("memory://view-root", "dag", "comparison/fp/report/comparison.md")
     assert files.read_bytes(found.path) == REPORT.encode()
-    assert files.checkpoint_files("memory://view-root/dag/comparison/fp", set()) == ["report/comparison.md"]
-    for path in ("../dag/comparison/fp/report/comparison.md", "/view-root/dag/x", "memory://view-root/dag/x"):
-        with pytest.raises(files.OutsideRootError):
+    assert files.checkpoint_files(f"memory:/{checkpoint}", set()) == ["report/comparison.md"]
+    for path in (
+        "comparison/fp/notes.txt",
+        "../dag/comparison/fp/report/comparison.md",
+        "/view-root/dag/x",
+        "memory://view-root/dag/x",
+    ):
+        with pytest.raises(files.NotServedError):
             files.stored_file("memory://view-root", "dag", path)

@@ -3,7 +3,8 @@
 Every page sits behind Airflow's own authentication and authorization: the user comes from the
 request's token (the ``Authorization`` header or the UI's ``_token`` cookie) and must be allowed
 to read the DAG's runs, exactly as for Airflow's ``/api/v2/dags/{dag_id}/dagRuns``. Files are
-served from the DAG's folder under its spec's storage root and nowhere else (``files``).
+served from the DAG's folder under the deployment's storage root, never a spec's, and only those of
+committed checkpoints' ``files`` outputs (``files``).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from dagspec.airflow.ui.results import (
 )
 from dagspec.errors import DagspecError
 from dagspec.plan.history import read_run
-from dagspec.plan.resolve import resolve_storage_root
 from dagspec.spec.models import PipelineSpec
+from dagspec.spec.roots import deployment_storage_root
 
 __all__ = ["URL_PREFIX", "create_app"]
 # the pages load nothing: images are inline, styles are in the page
@@ -126,8 +127,10 @@ def _spec(dag_id: str) -> PipelineSpec | HTMLResponse:
         return _html(pages.error_page(dag_id, str(exc)), 404)
 
 
-def _root(spec: PipelineSpec) -> str:
-    return resolve_storage_root(spec)
+def _root() -> str:
+    """The deployment's storage root (``$DAGSPEC_STORAGE_ROOT``, else the project's default): what
+    the pages show and the file route serves from, whatever the spec's ``storage.root`` says."""
+    return deployment_storage_root()
 
 
 def _run_rows(dag_id: str, run_id: str, store: RunStore) -> tuple[str, RunInfo, list[StageRow], str] | HTMLResponse:
@@ -139,7 +142,7 @@ def _run_rows(dag_id: str, run_id: str, store: RunStore) -> tuple[str, RunInfo, 
     run = store.run(dag_id, run_id)
     if run is None:
         return _html(pages.error_page(dag_id, f"no run {run_id!r} of {dag_id}"), 404)
-    root = _root(spec)
+    root = _root()
     try:
         records = read_run(root, dag_id, run_id)
     except DagspecError as exc:
@@ -182,7 +185,7 @@ def create_app() -> FastAPI:
         spec = _spec(dag_id)
         if isinstance(spec, HTMLResponse):
             return spec
-        compared = compare_runs(_root(spec), store.recent(dag_id, n))
+        compared = compare_runs(_root(), store.recent(dag_id, n))
         return _html(pages.compare_page(_base(request), dag_id, compared, metric, n))
 
     @app.get("/dags/{dag_id}/files/{path:path}", dependencies=READ)
@@ -190,11 +193,9 @@ def create_app() -> FastAPI:
         spec = _spec(dag_id)
         if isinstance(spec, HTMLResponse):
             return spec
-        try:
-            found = files.stored_file(_root(spec), dag_id, path)
-        except files.OutsideRootError as exc:
-            return _html(pages.error_page("refused", str(exc)), 400)
-        except FileNotFoundError:
+        try:  # the deployment's root, never the spec's; refused and missing alike are a 404
+            found = files.stored_file(_root(), dag_id, path)
+        except files.NotServedError:
             return _html(pages.error_page("not found", f"no file {path!r} in {dag_id}'s checkpoints"), 404)
         content = files.read_bytes(found.path)
         if content is None:
