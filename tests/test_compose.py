@@ -197,6 +197,8 @@ def _mounts(service: dict[str, Any]) -> dict[str, str]:
 def test_storage_volume_is_shared_by_drivers_and_executors(config: dict[str, Any]) -> None:
     services = config["services"]
     root = services["airflow-scheduler"]["environment"]["DAGSPEC_STORAGE_ROOT"]
+    for name in AIRFLOW_SERVICES:  # the api-server's results view serves from this root, never a spec's
+        assert services[name]["environment"]["DAGSPEC_STORAGE_ROOT"] == root, name
     for name in (AIRFLOW_SERVICES - {"airflow-init"}) | SPARK_SERVICES:
         mounts = _mounts(services[name])
         assert mounts.get(root) == "dagspec-storage", f"{name} does not mount the storage volume at {root}"

@@ -35,6 +35,7 @@ def live_airflow(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         env.setenv("DAGSPEC_PIPELINES", str(pipelines))
         env.setenv("DAGSPEC_AIRFLOW_HOME", str(root / "airflow"))
         env.setenv("DAGSPEC_STORAGE_ROOT", str(root / "storage"))
+        env.setenv("DAGSPEC_WATCH_ROOTS", str(root))  # the files schedules watch folders of this root
         env.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)  # local[*]: these tests are about Airflow
         started = time.monotonic()
         try:

@@ -40,7 +40,7 @@ def test_two_new_files_make_one_run_through_the_triggerer(tmp_path: Path) -> Non
     (tmp_path / "pipelines").mkdir()
     schedule = f'schedule: {{files: "{incoming}/day_*.tsv", poll_interval: 1}}\n'
     (tmp_path / "pipelines" / "files_c.yaml").write_text(schedule + READ)
-    env = {**_env(tmp_path), "DAGSPEC_STORAGE_ROOT": str(tmp_path / "storage")}
+    env = {**_env(tmp_path), "DAGSPEC_STORAGE_ROOT": str(tmp_path / "storage"), "DAGSPEC_WATCH_ROOTS": str(incoming)}
     _run([str(BIN / "dagspec"), "init"], env)
     _run([str(BIN / "airflow"), "dags", "reserialize"], env)
     _run([str(BIN / "airflow"), "dags", "unpause", "files_c"], env)

@@ -20,6 +20,7 @@ from typing import Any
 from dagspec.airflow.noise import python_warnings
 from dagspec.errors import DagspecError
 from dagspec.plan.modes import LOCAL_SERVER_EXTRA, is_local_server
+from dagspec.spec.roots import STORAGE_ROOT_ENV, STORAGE_ROOTS_ENV, WATCH_ROOTS_ENV
 
 
 def airflow_home(home: Path) -> Path:
@@ -44,7 +45,8 @@ def airflow_env(home: Path) -> dict[str, str]:
         # third-party warnings kept out of the logs' head (dagspec.airflow.noise)
         "PYTHONWARNINGS": python_warnings(os.environ.get("PYTHONWARNINGS")),
     }
-    for passthrough in ("DAGSPEC_PIPELINES", "DAGSPEC_STORAGE_ROOT", "DAGSPEC_PLUGINS"):
+    passthrough_vars = ("DAGSPEC_PIPELINES", "DAGSPEC_PLUGINS", STORAGE_ROOT_ENV, STORAGE_ROOTS_ENV, WATCH_ROOTS_ENV)
+    for passthrough in passthrough_vars:
         if os.environ.get(passthrough):
             env[passthrough] = os.environ[passthrough]
     return env

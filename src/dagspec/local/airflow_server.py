@@ -20,6 +20,7 @@ from dagspec.processes import (
     start_all,
     wait_until,
 )
+from dagspec.spec.roots import STORAGE_ROOT_ENV, deployment_storage_root
 from dagspec.storage import project_home
 
 AIRFLOW = "airflow"
@@ -52,6 +53,9 @@ def airflow_environment(home: Path, port: int, parallelism: int) -> dict[str, st
             ),
             # no crawl of the whole repo for DAG files: only dags/ is a DAG folder
             "AIRFLOW__CORE__DAG_DISCOVERY_SAFE_MODE": "False",
+            # the deployment's storage root, said explicitly: every task writes there and the results
+            # view serves from it, whatever a spec's storage.root says (dagspec.spec.roots)
+            STORAGE_ROOT_ENV: deployment_storage_root(home),
         }
     )
     return {**os.environ, **env}
