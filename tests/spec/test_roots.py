@@ -72,7 +72,13 @@ def test_a_uri_root_only_under_a_uri_the_administrator_lists(project: Path, monk
     monkeypatch.setenv(STORAGE_ROOTS_ENV, "s3a://bucket/dagspec, /srv/checkpoints")
     for root in ("s3a://bucket/dagspec", "s3a://bucket/dagspec/team_a", "/srv/checkpoints/a"):
         assert load_spec(write_spec(project, f"storage: {{root: '{root}'}}\n{STAGES}", "ok.yaml")).storage.root == root
-    for root in ("s3a://bucket/dagspec/../other", "s3a://bucket/dagspecx", "s3a://other/dagspec", "/srv/check"):
+    for root in (
+        "s3a://bucket/dagspec/../other",
+        "s3a://bucket/dagspec/%2e%2E/x",
+        "s3a://bucket/dagspecx",
+        "s3a://other/dagspec",
+        "/srv/check",
+    ):
         assert OUTSIDE in storage_issue(project, root), root
 
 

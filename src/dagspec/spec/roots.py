@@ -22,6 +22,7 @@ import os
 import posixpath
 import re
 from pathlib import Path
+from urllib.parse import unquote
 
 from dagspec import storage
 
@@ -72,7 +73,7 @@ def is_under(path: str, roots: list[str]) -> bool:
     """Is the absolute ``path`` (from ``absolute``) one of ``roots`` or inside one?"""
     if storage.is_uri(path):
         parts = path.split("://", 1)[1].split("/")
-        if any(part in ("..", ".") for part in parts):
+        if any(unquote(part) in ("..", ".") for part in parts):  # a server may decode %2E%2E
             return False
         return any(path == root or path.startswith(f"{root}/") for root in roots if storage.is_uri(root))
     return any(not storage.is_uri(root) and os.path.commonpath([root, path]) == root for root in roots)
