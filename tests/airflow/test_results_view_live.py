@@ -11,6 +11,7 @@ own dag_id. Needs Debian's chromium and chromium-driver (skipped otherwise).
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +21,7 @@ from urllib.parse import quote
 
 import pytest
 
+from dagspec.local.airflow_server import PASSWORD_FILE
 from tests.airflow.live import Airflow, browser, task_report, wait_for_dag, wait_for_run
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -215,3 +217,30 @@ def test_the_run_and_task_pages_show_the_stages_the_auc_table_and_the_roc_plot(
     finally:
         driver.quit()
     print("screenshots:", ", ".join(str(s) for s in shots.values()))
+
+
+def test_the_api_server_serves_files_of_committed_outputs_only(live_airflow: Airflow, finished_run: str) -> None:
+    # the stage page links its report's files; Airflow's own password file (AIRFLOW_HOME is beside
+    # the storage root) and the API server's /proc are out of reach however the path is written
+    token, base = live_airflow.api.token, f"{live_airflow.url}/dagspec/dags/{DAG}"
+    with urllib.request.urlopen(
+        urllib.request.Request(
+            f"{base}/runs/{quote(finished_run, safe='')}/stages/comparison",
+            headers={"Authorization": f"Bearer {token}"},
+        ),
+        timeout=60,
+    ) as response:
+        page = response.read().decode()
+    linked = sorted(set(re.findall(rf'href="[^"]*/dagspec/dags/{DAG}/files/([^"]+)"', page)))
+    assert any(p.endswith("/report/roc.png") for p in linked), linked
+    assert all(_status(f"{base}/files/{p}", token) == 200 for p in linked)
+    password = f"airflow/{PASSWORD_FILE}"
+    assert (live_airflow.root / password).exists()
+    for path in (
+        f"..%2F..%2F{quote(password, safe='')}",
+        f"%2E%2E/%2E%2E/{password}",
+        quote(str(live_airflow.root / password), safe=""),
+        "%2Fproc%2Fself%2Fcmdline",
+        f"{linked[0].split('/report/')[0]}/manifest.json",
+    ):
+        assert _status(f"{base}/files/{path}", token) == 404, path
