@@ -77,8 +77,8 @@ def test_a_templated_path_is_compared_at_the_params_defaults(tmp_path: Path) -> 
 
 def test_specs_under_other_storage_roots_never_collide(tmp_path: Path) -> None:
     folder = tmp_path / "pipelines"
-    write_spec(folder, _spec("out/x", header="storage: {root: store/a}\n"), "a.yaml")
-    write_spec(folder, _spec("out/x", header="storage: {root: store/b}\n"), "b.yaml")
+    write_spec(folder, _spec("out/x", header="storage: {root: .dagspec/storage/a}\n"), "a.yaml")
+    write_spec(folder, _spec("out/x", header="storage: {root: .dagspec/storage/b}\n"), "b.yaml")
     assert _load(folder) == {"pipelines/a.yaml": "ok", "pipelines/b.yaml": "ok"}
 
 
