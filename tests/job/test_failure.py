@@ -201,9 +201,10 @@ def test_a_lost_executor_is_named_before_the_spark_error_class() -> None:
 def test_the_stage_entry_as_a_connect_client_reports_an_unknown_column(home, tmp_path: Path) -> None:
     """jobs/run_stage.py as a client of the local Spark Connect server: the server's analysis error
     arrives as pyspark's Connect exception and becomes the same one line."""
+    from dagspec.job.connect_auth import server_token, with_token
     from dagspec.job.connect_server import ensure_server
 
-    url = ensure_server(REPO)
+    url = with_token(ensure_server(REPO), server_token(REPO))  # as the connection of a user's own server
     text = "stages:\n  few:\n    kind: sql\n    params: {query: 'SELECT nope FROM range(3)'}\n"
     spec = load_spec(write_spec(tmp_path / "pipelines", text, "c.yaml"), "pipelines/c.yaml")
     stage = resolve_pipeline(spec, default_context(spec, {}))["few"]

@@ -1,5 +1,5 @@
 """A Spark Connect server that this project did not start is refused, whose it is is said, and our
-own server started from other dagspec code is restarted.
+own server started from other dagspec code, or without the project's current token, is restarted.
 
 Real processes on free ports (never 15002, the tests' shared server) and run folders under
 tmp_path. The restart test starts a small TCP listener in place of the Spark Connect JVM: what is
@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from dagspec.job import connect_server
+from dagspec.job.connect_auth import server_token, token_id
 from dagspec.job.connect_server import GROUP, ServerSettings, ensure_server, server_status, stop_server
 from dagspec.job.server_identity import (
     ServerIdentity,
@@ -98,28 +99,40 @@ def test_another_checkouts_server_is_refused_and_status_says_whose_it_is(tmp_pat
         remove_identity(settings.port, group.processes[0].pid)
 
 
-@pytest.mark.parametrize("recorded_hash", ["0" * 16, None], ids=["a kind edited since", "no identity recorded"])
-def test_our_server_started_from_other_code_is_restarted_then_reused(
-    tmp_path: Path, settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, recorded_hash
+NO_TOKEN = "it does not require the project's current token (started before Spark Connect servers required one, "
+CODE = "dagspec's code changed since it started (code hash {was}, now "
+
+
+@pytest.mark.parametrize(
+    ("recorded_hash", "token"),
+    [("0" * 16, True), (None, False), ("current", False)],
+    ids=["a kind edited since", "no identity recorded", "started without a token"],
+)
+def test_our_server_started_from_other_code_or_without_the_token_is_restarted_then_reused(
+    tmp_path: Path, settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, recorded_hash, token
 ) -> None:
     run_dir = tmp_path / "run"
     ours = ServerIdentity.current(REPO)
+    with_token = {"token_id": token_id(server_token(REPO))} if token else {}
     if recorded_hash is None:  # a run file in this project's run folder from before identities were recorded
         old = start_listener(settings, run_dir, {}).processes[0]
     else:
-        stale = ServerIdentity(ours.project, ours.venv, ours.python, recorded_hash)
-        old = start_listener(settings, run_dir, stale.as_info()).processes[0]
+        stale = ServerIdentity(ours.project, ours.venv, ours.python, ours.code_hash)
+        if recorded_hash != "current":
+            stale = ServerIdentity(ours.project, ours.venv, ours.python, recorded_hash)
+        old = start_listener(settings, run_dir, {**stale.as_info(), **with_token}).processes[0]
         write_identity(settings.port, stale, old.pid, old.start_ticks, run_dir)
     monkeypatch.setattr(connect_server, "server_argv", lambda s: listener_argv(s.port))
+    why = NO_TOKEN if recorded_hash == "current" else CODE.format(was=recorded_hash or "unrecorded")
     try:
-        assert "started from other dagspec code than the current one" in server_status(REPO, run_dir)
+        assert f"  the next stage restarts it: {why}" in server_status(REPO, run_dir)
         with caplog.at_level(logging.WARNING, logger="dagspec.connect"):
             assert ensure_server(REPO, run_dir, settings) == settings.url
-        was = recorded_hash or "unrecorded"
-        assert f"(pid {old.pid}): dagspec's code changed since it started (code hash {was}, now " in caplog.text
+        assert f"(pid {old.pid}): {why}" in caplog.text
         assert not old.running and not old.group_alive()
         group = ServiceGroup.load(run_dir, GROUP)
         assert group is not None and group.info["code_hash"] == code_hash(REPO)
+        assert group.info["token_id"] == token_id(server_token(REPO))
         new = group.processes[0]
         assert new.running and read_identity(settings.port) == {
             **ours.as_info(),

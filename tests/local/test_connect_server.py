@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from dagspec.job.connect_auth import server_token, with_token
 from dagspec.job.connect_server import ServerSettings, answering, ensure_server, our_server
 from dagspec.job.server_identity import ServerIdentity
 from dagspec.processes import default_run_dir
@@ -77,19 +78,20 @@ print(json.dumps(manifest(run_pipeline_in_process(spark, load_spec(Path(sys.argv
 
 def test_a_connect_stages_manifest_records_the_server_that_computed_it(tmp_path: Path) -> None:
     url = ensure_server(REPO)
+    client = with_token(url, server_token(REPO))  # sc://localhost:PORT/;token=...
     spec = tmp_path / "p" / "pipe.yaml"
     spec.parent.mkdir()
     spec.write_text("stages:\n  few: {kind: sql, params: {query: 'SELECT id FROM range(3)'}}\n")
     env = {**os.environ, "DAGSPEC_HOME": str(REPO), "DAGSPEC_STORAGE_ROOT": str(tmp_path / "storage")}
     done = subprocess.run(
-        [sys.executable, "-c", STAGE_IN_A_CLIENT, str(spec), f"{url}/;session_id=0c6d9d4e-2f49-4f5a-9d0e-6a3c1c1b2a11"],
+        [sys.executable, "-c", STAGE_IN_A_CLIENT, str(spec), f"{client};session_id=0c6d9d4e-2f49-4f5a-9d0e-6a3c1c1b2a11"],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     server = json.loads(done.stdout.splitlines()[-1])["server"]
-    assert server.pop("app_id").startswith("local-")
+    assert server.pop("app_id").startswith("local-") and "token" not in done.stdout
     assert server == {
-        "url": url,  # without the session id (a token would be dropped too)
+        "url": url.replace("127.0.0.1", "localhost"),  # without the token and the session id
         "spark_version": server["spark_version"],
         "app_name": "dagspec-connect",
         "dagspec_server": {**ServerIdentity.current(REPO).as_info(), "pid": _server_pid()},

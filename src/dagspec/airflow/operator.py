@@ -43,6 +43,7 @@ from dagspec.plan.modes import (
     is_driver_here,
     is_local_server,
     is_server_on_this_machine,
+    redact_url,
 )
 from dagspec.plan.reasons import is_hit, stage_status
 from dagspec.plan.resolve import ResolvedStage, resolve_pipeline
@@ -191,7 +192,7 @@ class DagspecStageOperator(SparkSubmitOperator):
         assert self._client.stdout is not None
         failure = None
         for line in self._client.stdout:
-            self.log.info("%s", line.rstrip())
+            self.log.info("%s", redact_url(line.rstrip()))  # Airflow masks the connection's token; any other too
             failure = find_failure([line]) or failure
         code = self._client.wait()
         if code != 0:

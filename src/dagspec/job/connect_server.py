@@ -3,7 +3,9 @@
 Started once (``spark-submit --class ...SparkConnectServer``) and then reused: a stage costs a
 Python client process instead of a JVM, and the server's Python workers (with TensorFlow or
 XGBoost already imported) serve stage after stage. It binds 127.0.0.1 only: a Connect server
-runs whatever plan a client sends, so it must not be reachable from the network.
+runs whatever plan a client sends, so it must not be reachable from the network, and it requires
+the project's token from every client (``dagspec.job.connect_auth``), so that no other local user
+can use it either.
 
 Whoever needs it calls :func:`ensure_server` (``dagspec run``, ``dagspec airflow up``, and a
 stage's job process when its connection says the server is dagspec's local one): it starts the
@@ -12,7 +14,8 @@ killed server is therefore restarted by the next stage attempt (an Airflow retry
 
 A server that answers is used only when this project started it, with this venv and this dagspec
 code (``dagspec.job.server_identity``): another checkout's server is refused, and ours is
-restarted when the code changed since it started.
+restarted when the code changed since it started, or when it does not require the project's
+current token (one started before servers required one, or before its token file was replaced).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagspec import jvm
+from dagspec.job.connect_auth import TOKEN_ENV, server_token, token_id
 from dagspec.job.server_identity import (
     ServerIdentity,
     group_listens,
@@ -118,8 +122,10 @@ def spark_env(run_dir: Path) -> dict[str, str]:
     }
 
 
-def server_env(home: Path, run_dir: Path) -> dict[str, str]:
-    return {**spark_env(run_dir), "DAGSPEC_HOME": str(home)}
+def server_env(home: Path, run_dir: Path, token: str) -> dict[str, str]:
+    """The server's environment: a local Spark JVM's, with the token it requires (not in argv, which
+    ``ps`` shows to every user)."""
+    return {**spark_env(run_dir), "DAGSPEC_HOME": str(home), TOKEN_ENV: token}
 
 
 def _recorded(run_dir: Path, port: int, ours: ServerIdentity) -> tuple[ServiceGroup, Path] | None:
@@ -183,6 +189,7 @@ def ensure_server(home: Path, run_dir: Path | None = None, settings: ServerSetti
     run_dir = run_dir or default_run_dir(home)
     run_dir.mkdir(parents=True, exist_ok=True)
     ours = ServerIdentity.current(home)
+    token = server_token(home)
     with (run_dir / f"{GROUP}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent stages or runs start one server, not several
         if answering(settings.port):
@@ -190,15 +197,14 @@ def ensure_server(home: Path, run_dir: Path | None = None, settings: ServerSetti
             if found is None:
                 raise ServiceError(refusal(settings.port, ours))
             group, folder = found
-            if group.info.get("code_hash") == ours.code_hash:
+            why = _restart_reason(group, ours, token)
+            if why is None:
                 return settings.url
             # A stage running on it fails ("stopped answering") and commits nothing; its retry runs
             # it on the new server. Waiting for it instead would let new stages wait on old code.
             log.warning(
-                "restarting the Spark Connect server at %s (pid %s): dagspec's code changed since it started "
-                "(code hash %s, now %s), and its reused Python workers would run the old code",
-                settings.url, group.processes[0].pid, group.info.get("code_hash", "unrecorded"), ours.code_hash,
-            )  # fmt: skip
+                "restarting the Spark Connect server at %s (pid %s): %s", settings.url, group.processes[0].pid, why
+            )
             _stop(group, folder)
         else:
             stale = ServiceGroup.load(run_dir, GROUP)
@@ -213,8 +219,8 @@ def ensure_server(home: Path, run_dir: Path | None = None, settings: ServerSetti
             if stale is not None:
                 _stop(stale, run_dir)  # recorded but not answering: dead or hung, start afresh
         info = {"url": settings.url, "port": settings.port, "master": settings.master, **ours.as_info()}
-        group = ServiceGroup(GROUP, [], info)
-        start_all(group, run_dir, [("spark-connect", server_argv(settings))], server_env(home, run_dir))
+        group = ServiceGroup(GROUP, [], {**info, "token_id": token_id(token)})
+        start_all(group, run_dir, [("spark-connect", server_argv(settings))], server_env(home, run_dir, token))
         proc = group.processes[0]
         write_identity(settings.port, ours, proc.pid, proc.start_ticks, run_dir)
         if not wait_until(lambda: answering(settings.port) or not proc.running, START_TIMEOUT_S, interval=0.5):
@@ -225,6 +231,21 @@ def ensure_server(home: Path, run_dir: Path | None = None, settings: ServerSetti
             _stop(group, run_dir)
             raise ServiceError(f"the Spark Connect server exited while starting:\n{output}")
         return settings.url
+
+
+def _restart_reason(group: ServiceGroup, ours: ServerIdentity, token: str) -> str | None:
+    """Why our answering server must be restarted before use, or None."""
+    if group.info.get("code_hash") != ours.code_hash:
+        return (
+            f"dagspec's code changed since it started (code hash {group.info.get('code_hash', 'unrecorded')}, "
+            f"now {ours.code_hash}), and its reused Python workers would run the old code"
+        )
+    if group.info.get("token_id") != token_id(token):
+        return (
+            "it does not require the project's current token (started before Spark Connect servers required "
+            "one, or its token file was replaced since)"
+        )
+    return None
 
 
 def _serves_another_port(group: ServiceGroup, port: int) -> bool:
@@ -264,8 +285,9 @@ def server_status(home: Path, run_dir: Path | None = None) -> str:
     line = f"Spark Connect server: up  {group.info['url']}  (pid {proc.pid}, log {proc.log})"
     if folder != run_dir:
         line += f"\n  recorded in {folder}"
-    if group.info.get("code_hash") != ours.code_hash:
-        line += "\n  started from other dagspec code than the current one: the next stage restarts it"
+    why = _restart_reason(group, ours, server_token(home))
+    if why is not None:
+        line += f"\n  the next stage restarts it: {why}"
     return line
 
 

@@ -2,8 +2,9 @@
 
 Under spark-submit it is the stage's own driver. Run by plain Python with ``DAGSPEC_CONNECT_URL``
 set, it is a Spark Connect client of that server (``DAGSPEC_CONNECT_LOCAL=1``: dagspec's local
-server, started first when it does not answer). The URL travels in the environment, not in argv,
-because a remote server's URL may carry a token.
+server, started first when it does not answer, whose token the client reads from the project's
+token file: ``dagspec.job.connect_auth``). The URL travels in the environment, not in argv,
+because a remote server's URL may carry a token; every log line and failure of the job has it masked.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dagspec.errors import DagspecError
+from dagspec.job.connect_auth import server_token, with_token
 from dagspec.job.connect_server import ServerSettings, ensure_server, out_of_memory
 from dagspec.job.executor_wait import watch_executors
 from dagspec.job.failure import stage_failure
@@ -26,7 +28,7 @@ from dagspec.job.runtime import run_stage
 from dagspec.job.session import create_session
 from dagspec.kinds.catalog import load_catalog, plugins_dir
 from dagspec.plan.failure import StageFailure, write_record
-from dagspec.plan.modes import STAGE_ON_STDIN, is_session_conf
+from dagspec.plan.modes import STAGE_ON_STDIN, is_session_conf, redact_url
 from dagspec.plan.resolve import ResolvedStage
 from dagspec.processes import default_run_dir
 
@@ -57,6 +59,7 @@ def shared_session_id(url: str, conf: dict[str, str]) -> str:
 def _connect_session(stage: ResolvedStage, url: str) -> SparkSession:
     if os.environ.get(CONNECT_LOCAL_VAR) == "1":
         ensure_server(Path(stage.home))
+        url = with_token(url, server_token(Path(stage.home)))
     conf = {k: v for k, v in stage.conf.items() if is_session_conf(k)}
     catalog = load_catalog(Path(stage.home))
     kind = catalog.get(stage.kind)
@@ -154,6 +157,7 @@ def report_failure(stage: ResolvedStage, exc: Exception, url: str | None) -> Non
                 own = plugins_dir(Path(stage.home)) / source.name
                 files = (str(source.resolve()), *([str(own.resolve())] if own.is_file() else []))
         failure = stage_failure(exc, stage.name, stage.kind, stage.params, code_files=files, home=Path(stage.home))
+    failure = StageFailure(failure.stage, failure.kind, redact_url(failure.cause), failure.param)
     trace = not isinstance(exc, DagspecError) and not connection_lost  # the full trace stays in the log
     log.error("stage %s failed: %s", stage.name, failure.cause, exc_info=exc if trace else None)
     announce(stage, failure)
@@ -166,6 +170,17 @@ def announce(stage: ResolvedStage, failure: StageFailure) -> None:
         write_record(stage.stage_dir, stage.fingerprint, failure)
 
 
+class _RedactingFormatter(logging.Formatter):
+    """Another formatter's output with Spark Connect tokens masked (``dagspec.plan.modes.redact_url``)."""
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_url(self.inner.format(record))
+
+
 def main(argv: list[str]) -> int:
     """Parse the argument, start the session, run the stage; 0 on success or a hit, 1 on failure."""
     if argv == [STAGE_ON_STDIN]:
@@ -174,6 +189,8 @@ def main(argv: list[str]) -> int:
             return 0
         argv = received
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # a traceback may quote a Connect URL with its token
+        handler.setFormatter(_RedactingFormatter(handler.formatter))
     force = "--force" in argv
     args = [a for a in argv if a != "--force"]
     if len(args) != 1:

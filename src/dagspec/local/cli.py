@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from dagspec.errors import DagspecError, SpecError
 from dagspec.job import connect_server
+from dagspec.job.connect_auth import token_path
 from dagspec.kinds.catalog import load_catalog
 from dagspec.local import airflow_server, cluster
 from dagspec.local.gc import cmd_gc
@@ -81,6 +82,8 @@ def cmd_connect(args: argparse.Namespace) -> int:
     home = project_home()
     if args.action == "up":
         print(f"Spark Connect server answering at {connect_server.ensure_server(home)}")
+        port = connect_server.ServerSettings.from_env().port
+        print(f"  clients need its token: sc://localhost:{port}/;token=<the content of {token_path(home)}>")
     elif args.action == "down":
         print(connect_server.stop_server(home))
     else:
@@ -172,7 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
             )
         p.set_defaults(func=cmd_service, service=service)
 
-    p = verbs.add_parser("connect", help="start, stop or check the local Spark Connect server (127.0.0.1)")
+    p = verbs.add_parser(
+        "connect", help="start, stop or check the local Spark Connect server (127.0.0.1, token-protected)"
+    )
     p.add_argument("action", choices=["up", "down", "status"])
     p.set_defaults(func=cmd_connect)
 

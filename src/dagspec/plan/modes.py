@@ -14,6 +14,7 @@ of its own, placed and sized by the cluster, when the submit connection's deploy
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -28,6 +29,14 @@ LOCAL_SERVER_EXTRA = "dagspec_local_server"  # Connect connection extra: dagspec
 # A Connect client started before its stage is known reads the stage's arguments and environment
 # as one JSON line on stdin (``dagspec.airflow.client_process``, ``dagspec.job.main``).
 STAGE_ON_STDIN = "--stage-on-stdin"
+# the token parameter of a Spark Connect URL (``sc://host:port/;token=...``), wherever it is printed
+_URL_TOKEN = re.compile(r"(?i)(\btoken=)[^;&\s'\"]+")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with every Spark Connect URL's token masked (``;token=***``): for logs and messages."""
+    return _URL_TOKEN.sub(r"\1***", text)
+
 
 # spark.sql.* settings a running server cannot change per session (they are read when it starts)
 STATIC_SQL_CONF = (
