@@ -59,3 +59,29 @@ def test_a_failed_connect_client_raises_its_located_cause_first(
     assert read_record(stage.stage_dir, stage.fingerprint) is not None
     record = json.loads(Path(stage.stage_dir, f"_failed-{stage.fingerprint}.json").read_text())
     assert record["line"] == line
+
+
+@pytest.mark.parametrize(
+    ("password", "sent"), [(None, "sent no token"), ("not-the-token", "sent a token that is not the server's")]
+)
+def test_a_connect_client_the_server_refuses_says_so_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, password: str | None, sent: str
+) -> None:
+    """A Connect connection to the local server without its token, or with another one: the server
+    refuses the client, and the task's failure says that, not "stopped answering", and no token."""
+    port = urlsplit(ensure_server(REPO).replace("sc://", "http://")).port
+    conn = {"conn_type": "spark_connect", "host": "sc://localhost", "port": port, "password": password}
+    monkeypatch.setenv("AIRFLOW_CONN_FAILING_CONNECT", json.dumps(conn))
+    monkeypatch.setenv("DAGSPEC_STORAGE_ROOT", str(tmp_path / "storage"))
+    spec = load_spec(write_spec(tmp_path / "pipelines", SPEC, "b.yaml"), "pipelines/b.yaml")
+    operator = compile_pipeline(spec, home=REPO, jobs_dir=REPO / "jobs").get_task("few")
+    stage = resolve_pipeline(spec, default_context(spec), home=REPO)["few"]
+    with pytest.raises(AirflowException) as raised:
+        operator.run_connect_client(stage, force=False, extra={})  # type: ignore[attr-defined]
+    assert str(raised.value).splitlines()[0] == (
+        f"stage 'few' (pipelines/b.yaml:4:3, kind sql) failed: the Spark Connect server sc://localhost:{port}/ refused "
+        f"this client (UNAUTHENTICATED): it {sent}; the server requires its token, the password of the Spark Connect "
+        "connection (dagspec's local server: .dagspec/connect.token; docs/security.md)"
+    )
+    record = Path(stage.stage_dir, f"_failed-{stage.fingerprint}.json").read_text()
+    assert server_token(REPO) not in record + str(raised.value) and "not-the-token" not in record

@@ -137,12 +137,37 @@ def _server_oom_cause(stage: ResolvedStage, exc: BaseException, connection_lost:
     )
 
 
+def _refusal_cause(url: str, exc: BaseException) -> str | None:
+    """When the server refused the client (no token, another token, an untrusted certificate): that."""
+    text = str(exc)
+    where = url.split(";")[0]
+    if "UNAUTHENTICATED" in text:
+        sent = (
+            "sent no token" if "No authentication token provided" in text else "sent a token that is not the server's"
+        )
+        return (
+            f"the Spark Connect server {where} refused this client (UNAUTHENTICATED): it {sent}; the server "
+            "requires its token, the password of the Spark Connect connection (dagspec's local server: "
+            ".dagspec/connect.token; docs/security.md)"
+        )
+    if "Tls handshake failed" in text or "CERTIFICATE_VERIFY_FAILED" in text:
+        return (
+            f"TLS with the Spark Connect server {where} failed: a token is sent to a host other than localhost "
+            "over TLS only, and the server must offer it with a certificate this client trusts "
+            "(GRPC_DEFAULT_SSL_ROOTS_FILE_PATH: docs/deployment.md)"
+        )
+    return None
+
+
 def report_failure(stage: ResolvedStage, exc: Exception, url: str | None) -> None:
     """Log the failure (with its trace unless dagspec raised it on purpose), print the marker line
     with its root cause last, and record it beside the stage's checkpoints."""
-    connection_lost = bool(url) and _is_connection_failure(exc)
+    refused = _refusal_cause(url, exc) if url else None
+    connection_lost = bool(url) and refused is None and _is_connection_failure(exc)
     server_oom = _server_oom_cause(stage, exc, connection_lost) if url else None
-    if server_oom is not None:
+    if refused is not None:
+        failure = StageFailure(stage.name, stage.kind, refused)
+    elif server_oom is not None:
         failure = StageFailure(stage.name, stage.kind, server_oom)
     elif url and connection_lost:
         failure = StageFailure(stage.name, stage.kind, _connection_cause(url, exc))
@@ -158,7 +183,7 @@ def report_failure(stage: ResolvedStage, exc: Exception, url: str | None) -> Non
                 files = (str(source.resolve()), *([str(own.resolve())] if own.is_file() else []))
         failure = stage_failure(exc, stage.name, stage.kind, stage.params, code_files=files, home=Path(stage.home))
     failure = StageFailure(failure.stage, failure.kind, redact_url(failure.cause), failure.param)
-    trace = not isinstance(exc, DagspecError) and not connection_lost  # the full trace stays in the log
+    trace = not isinstance(exc, DagspecError) and not connection_lost and refused is None  # else in the log
     log.error("stage %s failed: %s", stage.name, failure.cause, exc_info=exc if trace else None)
     announce(stage, failure)
 
