@@ -1,4 +1,5 @@
-"""A stage that runs user SQL reads only its inputs: decided from Spark's own analysis of the query.
+"""A stage that runs user SQL reads only its inputs and calls only allowed functions: decided from Spark's
+own analysis of the query.
 
 A file or table read inside a query (``csv.`/etc/passwd```, ``IDENTIFIER('json.`/x`')``, a catalog
 table, a scalar subquery over any of them) is in no stage's cache key: rewrite it and the stage
@@ -17,6 +18,12 @@ input views are therefore registered over ``df.alias(<random name>)``: an input'
 line is accepted only right below that alias, whose name no query can know in advance, and every
 other rule refuses what it sees wherever it sees it (a forged line can add a refusal, never hide a
 real relation).
+
+The same analyzed plan decides which functions the query calls (``dagspec.kinds.sql_functions``):
+Spark's built-in functions only, without reflection (``reflect``, ``java_method``, ``try_reflect``,
+however the query spells them) or file reads. The plan is printed without Spark's limit on the
+fields shown per node (``spark.sql.debug.maxToStringFields``), which would hide the 26th column of
+a ``SELECT``.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from typing import TYPE_CHECKING
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import Inputs, is_connect
+from dagspec.kinds.sql_functions import ADVICE as CALLS_ADVICE
+from dagspec.kinds.sql_functions import plan_call_refusal
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,6 +53,8 @@ _INPUT_RELATION = re.compile(r"Relation \[.*\] parquet")
 _ANALYZED = "\n== Analyzed Logical Plan ==\n"
 _OPTIMIZED = "\n== Optimized Logical Plan ==\n"
 ADVICE = "a stage reads only its inputs: add a read stage for it and name that stage in inputs:"
+_MAX_FIELDS = "spark.sql.debug.maxToStringFields"
+_ALL_FIELDS = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -66,9 +77,11 @@ def register_input_views(spark: SparkSession, inputs: Inputs) -> InputViews:
     return InputViews(tuple(inputs), alias, frozenset(files))
 
 
-def check_reads_only_inputs(df: DataFrame, views: InputViews, stage: str, what: str = "query") -> None:
-    """Raise StageFailedError when ``df`` reads a file or relation that is not one of ``views``."""
-    refused = plan_refusal(analyzed_plan(df), views)
+def check_reads_only_inputs(
+    df: DataFrame, views: InputViews, stage: str, what: str = "query", plan: list[str] | None = None
+) -> None:
+    """Raise StageFailedError when ``df`` (its analyzed ``plan``) reads a file or relation that is not one of ``views``."""
+    refused = plan_refusal(analyzed_plan(df) if plan is None else plan, views)
     if refused is not None:
         read, node = refused
         raise StageFailedError(f"stage {stage!r}: its {what} reads {read} (plan: {node[:200]}); {ADVICE}")
@@ -78,11 +91,33 @@ def check_reads_only_inputs(df: DataFrame, views: InputViews, stage: str, what: 
         raise StageFailedError(f"stage {stage!r}: its {what} reads files that are not its inputs ({shown}); {ADVICE}")
 
 
+def check_calls(df: DataFrame, stage: str, what: str = "query", plan: list[str] | None = None) -> None:
+    """Raise StageFailedError when ``df`` (its analyzed ``plan``) calls a function a sql stage may not call."""
+    refused = plan_call_refusal(analyzed_plan(df) if plan is None else plan)
+    if refused is not None:
+        why, name, node = refused
+        call = f"{name}(...) in the plan: " if name else "plan: "
+        raise StageFailedError(f"stage {stage!r}: its {what} {why} ({call}{node[:200]}); {CALLS_ADVICE}")
+
+
 def analyzed_plan(df: DataFrame) -> list[str]:
-    """The lines of ``df``'s analyzed logical plan (a Connect client asks the server for explain's text)."""
-    if not is_connect(df.sparkSession):
-        return str(df._jdf.queryExecution().analyzed().treeString()).splitlines()
-    text = str(df._explain_string(extended=True))  # type: ignore[operator]
+    """The lines of ``df``'s analyzed logical plan, every field of every node and expression shown (a
+    Connect client asks the server for explain's text)."""
+    conf = df.sparkSession.conf
+    before = conf.get(_MAX_FIELDS, None)
+    conf.set(_MAX_FIELDS, str(_ALL_FIELDS))  # expressions read it from the session's conf
+    try:
+        if not is_connect(df.sparkSession):
+            plan = df._jdf.queryExecution().analyzed()
+            # treeString(verbose, addSuffix, maxFields, ...): Spark's defaults but for maxFields
+            defaults = [getattr(plan, f"treeString$default${i}")() for i in (2, 4, 5)]
+            return str(plan.treeString(True, defaults[0], _ALL_FIELDS, *defaults[1:])).splitlines()
+        text = str(df._explain_string(extended=True))  # type: ignore[operator]
+    finally:
+        if before is None:
+            conf.unset(_MAX_FIELDS)
+        else:
+            conf.set(_MAX_FIELDS, before)
     start, end = text.find(_ANALYZED), text.rfind(_OPTIMIZED)
     if start < 0 or end < start:
         raise StageFailedError(f"the query's analyzed plan could not be read from Spark's explain output: {text[:200]}")
@@ -157,9 +192,12 @@ def _collect_names(data_type: object, names: list[str]) -> None:
 
 
 def checked_sql(spark: SparkSession, query: str, inputs: Mapping[str, DataFrame | str], stage: str) -> DataFrame:
-    """``spark.sql(query)`` over the inputs as views, refused when it reads anything else."""
+    """``spark.sql(query)`` over the inputs as views, refused when it reads anything else or calls a
+    function that is not allowed."""
     views = register_input_views(spark, inputs)
     df = spark.sql(query)
     refuse_line_breaks_in_names(df, stage)
-    check_reads_only_inputs(df, views, stage)
+    plan = analyzed_plan(df)
+    check_calls(df, stage, plan=plan)
+    check_reads_only_inputs(df, views, stage, plan=plan)
     return df

@@ -4,9 +4,13 @@ A query, not a command: the params model refuses statements other than a query (
 ``CREATE FUNCTION ... USING JAR``, ``SET``, ``EXECUTE IMMEDIATE``, ...), writes hidden after a
 ``WITH`` or a Hive-style ``FROM`` (``INSERT INTO``/``OVERWRITE``, ``MERGE INTO``), script transforms
 (``SELECT TRANSFORM(...) USING 'command'``, and Hive's ``MAP``/``REDUCE ... USING``, which run a
-shell command on every executor) and the Java reflection functions (``reflect``, ``java_method``,
-``try_reflect``). Pydantic runs the check wherever the params are validated: when the spec loads
-(a literal query) and in the job after rendering (a templated one). See docs/security.md.
+shell command on every executor) and calls of what is not a Spark built-in function, or is one that
+runs code or reads files: ``reflect``, ``java_method``, ``try_reflect`` however spelt (backticked,
+``system.builtin.reflect``, any case, a comment before the ``(``, ``IDENTIFIER('reflect')(...)``);
+the lists are ``dagspec.kinds.sql_functions``'. Pydantic runs the check wherever the params are
+validated: when the spec loads (a literal query) and in the job after rendering (a templated one).
+In the job, Spark's analyzed plan decides again (``dagspec.kinds.plan_inputs``). See
+docs/security.md.
 
 A query must parse: ``dagspec validate`` parses it as Spark SQL with sqlglot (no JVM), so a typo
 is a ``file:line:col`` error of the spec, not a failure at run time (``syntax_error``). A templated
@@ -32,6 +36,7 @@ from pydantic import Field, field_validator
 
 from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind, suggest
 from dagspec.kinds.plan_inputs import ADVICE, checked_sql
+from dagspec.kinds.sql_functions import text_call_refusal
 
 QUERY_STARTS = ("select", "with", "from", "values", "table")
 _SCRIPT = re.compile(r"\busing\s*r?''", re.IGNORECASE)
@@ -39,7 +44,6 @@ _SCRIPT = re.compile(r"\busing\s*r?''", re.IGNORECASE)
 _SCRIPT_RAW = re.compile(r"\b(transform|map|reduce)\b[\s\S]*\busing\s+r?['\"]", re.IGNORECASE)
 # a write hidden after WITH or a Hive-style FROM (``FROM t INSERT OVERWRITE DIRECTORY '/x' ...``)
 _WRITE = re.compile(r"\b(insert\s+(into|overwrite)|merge\s+into)\b", re.IGNORECASE)
-_REFLECTION = re.compile(r"\b(reflect|java_method|try_reflect)\s*\(", re.IGNORECASE)
 # Spark's data sources, as in ``csv.`/path``` (run SQL on files directly)
 FILE_FORMATS = frozenset(
     [
@@ -128,10 +132,10 @@ def refused_sql(query: str) -> str | None:
             f"a sql stage returns a table and writes nothing: {' '.join(write.group(1).upper().split())} is "
             "refused (the stage's output is its query's result; export writes files)"
         )
-    found = _REFLECTION.search(text)
-    if found:
-        return f"{found.group(1)}() calls Java methods by reflection and is refused (docs/security.md)"
-    return refused_read(text, skeleton(query, names=True))
+    with_names = skeleton(query, names=True)
+    templated = "{{" in query or "{%" in query
+    called = text_call_refusal(with_names, None if templated else _parsed(query, "spark")[0])
+    return refused_read(text, with_names) or called
 
 
 def syntax_error(query: str) -> str | None:
