@@ -95,9 +95,8 @@ def check_calls(df: DataFrame, stage: str, what: str = "query", plan: list[str] 
     """Raise StageFailedError when ``df`` (its analyzed ``plan``) calls a function a sql stage may not call."""
     refused = plan_call_refusal(analyzed_plan(df) if plan is None else plan)
     if refused is not None:
-        why, name, node = refused
-        call = f"{name}(...) in the plan: " if name else "plan: "
-        raise StageFailedError(f"stage {stage!r}: its {what} {why} ({call}{node[:200]}); {CALLS_ADVICE}")
+        cause, node = refused
+        raise StageFailedError(f"stage {stage!r}: its {what} {cause}, in the plan: {node[:200]}; {CALLS_ADVICE}")
 
 
 def analyzed_plan(df: DataFrame) -> list[str]:

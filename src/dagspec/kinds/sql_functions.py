@@ -150,16 +150,6 @@ def call_name(written: str) -> str:
     return name
 
 
-def call_refusal(name: str) -> str | None:
-    """Why calling ``name`` (as :func:`call_name` returns it) is refused, as a verb phrase, or None."""
-    last = name.rsplit(".", 1)[-1]
-    if last in REFUSED:
-        return REFUSED[last]
-    if name not in ALLOWED:
-        return "calls a function that is not one of Spark's built-in functions"
-    return None
-
-
 def text_call_refusal(skeleton_with_names: str, tree: Any) -> str | None:
     """Why a query calls what a sql stage may not, from its text, or None.
 
@@ -193,19 +183,24 @@ def text_call_refusal(skeleton_with_names: str, tree: Any) -> str | None:
     return None
 
 
-def plan_call_refusal(lines: list[str]) -> tuple[str, str, str] | None:
-    """What the analyzed plan ``lines`` calls that is refused: (why, the call's name, its line), or None."""
+def plan_call_refusal(lines: list[str]) -> tuple[str, str] | None:
+    """What the analyzed plan ``lines`` calls that is refused, said as a verb phrase, and its line; or None."""
     for line in lines:
         if _TRUNCATED.search(line):
-            return "has a plan node too wide to check", "", line
+            return "has a plan node too wide to check", line
         for found in _PRINTED_CALL.finditer(line):
             printed = found.group(1).replace("`", "")
             if re.fullmatch(r"[\d.]*", printed):
                 continue  # not a name
             name = call_name(printed.removeprefix("__pivot_"))
-            why = call_refusal(name)
-            if why is not None:
-                return why, name, line
+            last = name.rsplit(".", 1)[-1]
+            if last in REFUSED:
+                return f"{REFUSED[last]} ({name}(...))", line
+            if name not in ALLOWED:
+                return (
+                    f"calls {name}(...), which is not one of Spark's built-in functions (a string or a name that "
+                    "reads like a call counts: the plan shows them unquoted)"
+                ), line
     return None
 
 

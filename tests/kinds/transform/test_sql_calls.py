@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from dagspec.errors import SpecValidationError, StageFailedError
 from dagspec.kinds.plan_inputs import checked_sql
-from dagspec.kinds.sql_functions import REFUSED, SPARK_FUNCTIONS
+from dagspec.kinds.sql_functions import REFUSED, SPARK_FUNCTIONS, plan_call_refusal
 from dagspec.kinds.transform.sql import SqlParams
 from dagspec.spec.loader import load_spec
 from tests.helpers import parquet_table, write_spec
@@ -89,6 +89,28 @@ def test_validate_names_the_file_line_and_field(tmp_path: Path) -> None:
     ]
 
 
+def test_a_plan_shortened_by_spark_is_refused_and_qualified_names_are_read_whole() -> None:
+    # the job prints plans without the field limit: a shortened node can only be forged, and fails closed
+    assert plan_call_refusal(["Project [a#1, b#2, ... 5 more fields]"]) == (
+        "has a plan node too wide to check",
+        "Project [a#1, b#2, ... 5 more fields]",
+    )
+    assert plan_call_refusal(["Project [upper(s#1) AS u#2, spark_catalog.default.upper(s#1) AS v#3]"]) == (
+        "calls spark_catalog.default.upper(...), which is not one of Spark's built-in functions (a string or a "
+        "name that reads like a call counts: the plan shows them unquoted)",
+        "Project [upper(s#1) AS u#2, spark_catalog.default.upper(s#1) AS v#3]",
+    )
+    assert (
+        plan_call_refusal(
+            [
+                "Window [count(1) windowspecdefinition(specifiedwindowframe(RowFrame, "
+                "unboundedpreceding$(), currentrow$())) AS n#4L]"
+            ]
+        )
+        is None
+    )
+
+
 @pytest.fixture(scope="module")
 def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("calls")
@@ -114,8 +136,8 @@ def inputs(session: Any, tables: dict[str, str]) -> dict[str, Any]:
 def test_the_job_refuses_reflection_on_the_analyzed_plan(session: Any, tables: dict[str, str], query: str) -> None:
     with pytest.raises(
         StageFailedError,
-        match=rf"^stage 'q': its query calls Java methods by reflection \((reflect|java_method|try_reflect)\(\.\.\.\) "
-        rf"in the plan: .*\); {re.escape(ADVICE)}$",
+        match=rf"^stage 'q': its query calls Java methods by reflection \((reflect|java_method|try_reflect)\(\.\.\.\)\), "
+        rf"in the plan: .*; {re.escape(ADVICE)}$",
     ):
         checked_sql(session, query, inputs(session, tables), "q")
 
@@ -123,7 +145,11 @@ def test_the_job_refuses_reflection_on_the_analyzed_plan(session: Any, tables: d
 @pytest.mark.spark
 def test_the_job_refuses_functions_that_are_not_built_in(session: Any, tables: dict[str, str]) -> None:
     # a literal that reads like a call adds a refusal: the plan's text shows strings unquoted
-    with pytest.raises(StageFailedError, match=r"^stage 'q': its query calls a function that is not one of Spark's"):
+    with pytest.raises(
+        StageFailedError,
+        match=r"^stage 'q': its query calls my_udf\(\.\.\.\), which is not one of Spark's built-in functions \(a string "
+        r"or a name that reads like a call counts: the plan shows them unquoted\), in the plan: Project \[my_udf\(1\) AS s#",
+    ):
         checked_sql(session, "select 'my_udf(1)' as s from a", inputs(session, tables), "q")
 
 
