@@ -184,7 +184,8 @@ def text_call_refusal(skeleton_with_names: str, tree: Any) -> str | None:
 
 
 def plan_call_refusal(lines: list[str]) -> tuple[str, str] | None:
-    """What the analyzed plan ``lines`` calls that is refused, said as a verb phrase, and its line; or None."""
+    """What the analyzed plan ``lines`` calls that is refused, said as a verb phrase, and where (its line from
+    just before the call); or None."""
     for line in lines:
         if _TRUNCATED.search(line):
             return "has a plan node too wide to check", line
@@ -194,13 +195,16 @@ def plan_call_refusal(lines: list[str]) -> tuple[str, str] | None:
                 continue  # not a name
             name = call_name(printed.removeprefix("__pivot_"))
             last = name.rsplit(".", 1)[-1]
+            # the line from a little before the call: a wide node's call can be far to the right
+            start = max(0, found.start() - 40)
+            at = ("..." if start else "") + line[start:]
             if last in REFUSED:
-                return f"{REFUSED[last]} ({name}(...))", line
+                return f"{REFUSED[last]} ({name}(...))", at
             if name not in ALLOWED:
                 return (
                     f"calls {name}(...), which is not one of Spark's built-in functions (a string or a name that "
                     "reads like a call counts: the plan shows them unquoted)"
-                ), line
+                ), at
     return None
 
 
