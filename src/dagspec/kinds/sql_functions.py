@@ -168,8 +168,8 @@ def text_call_refusal(skeleton_with_names: str, tree: Any) -> str | None:
         from sqlglot import exp
 
         for function in tree.find_all(exp.Anonymous):
-            if function.name.lower() == "identifier":
-                continue  # a clause naming a table or column; as a function's name, refused above
+            if function.name.lower() == "identifier" or function.find_ancestor(exp.Hint) is not None:
+                continue  # a clause naming a table or column (as a function's name, refused above), a hint
             written = (function.parent if isinstance(function.parent, exp.Dot) else function).sql("spark")
             name = call_name(written.split("(", 1)[0])
             last = name.rsplit(".", 1)[-1]

@@ -167,6 +167,7 @@ def test_the_job_refuses_functions_that_are_not_built_in(session: Any, tables: d
         "select system.builtin.upper(cast(id as string)), date_add(current_date(), 1), timestampadd(hour, 1, "
         "current_timestamp()), try_cast('1' as int), 'a' like any ('a%', 'b%') from a",
         "select * from a where exists (select 1 from b where b.id = a.id) and id in (select id from b)",
+        "select /*+ BROADCAST(b), REPARTITION(2, id), REBALANCE */ a.id from a join b using (id)",
     ],
 )
 def test_built_in_functions_pass_the_plan_check(session: Any, tables: dict[str, str], query: str) -> None:
