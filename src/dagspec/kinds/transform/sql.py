@@ -6,8 +6,8 @@ A query, not a command: the params model refuses statements other than a query (
 (``SELECT TRANSFORM(...) USING 'command'``, and Hive's ``MAP``/``REDUCE ... USING``, which run a
 shell command on every executor) and calls of what is not a Spark built-in function, or is one that
 runs code or reads files: ``reflect``, ``java_method``, ``try_reflect`` however spelt (backticked,
-``system.builtin.reflect``, any case, a comment before the ``(``, ``IDENTIFIER('reflect')(...)``);
-the lists are ``dagspec.kinds.sql_functions``'. Pydantic runs the check wherever the params are
+``system.builtin.reflect``, any case, a comment before the ``(``, ``IDENTIFIER('reflect')(...)``;
+the lists are in ``dagspec.kinds.sql_functions``). Pydantic runs the check wherever the params are
 validated: when the spec loads (a literal query) and in the job after rendering (a templated one).
 In the job, Spark's analyzed plan decides again (``dagspec.kinds.plan_inputs``). See
 docs/security.md.
