@@ -4,8 +4,9 @@ A ``sql`` stage calls Spark 4.2's built-in functions only (``SPARK_FUNCTIONS``, 
 ``SHOW SYSTEM FUNCTIONS`` lists), minus ``REFUSED``: ``reflect``, ``java_method`` and
 ``try_reflect`` call any static Java method (``System.getenv`` hands the server's environment to the
 checkpoint, ``System.exit`` stops a shared Connect server), ``from_protobuf``/``to_protobuf`` read a
-descriptor file by path, ``python_worker_logs`` reads the server's Python worker logs. A function
-that is not built in (a catalog function, a UDF registered in the session) is code dagspec does not
+descriptor file by path, ``python_worker_logs`` reads the server's Python worker logs, and the Avro
+functions take reader options that read a schema by URL (``avroSchemaUrl``). A function that is not
+built in (a catalog function, a UDF registered in the session) is code dagspec does not
 know, and is refused too.
 
 Decided twice, by the same lists:
@@ -114,6 +115,10 @@ REFUSED = {
     "from_protobuf": "reads a Protobuf descriptor file by path",
     "to_protobuf": "reads a Protobuf descriptor file by path",
     "python_worker_logs": "reads the Spark server's Python worker logs",
+    # Avro's reader options include avroSchemaUrl, a schema read from a file or URL
+    "from_avro": "takes Avro reader options, which can read a schema file by URL (avroSchemaUrl)",
+    "to_avro": "takes Avro reader options, which can read a schema file by URL (avroSchemaUrl)",
+    "schema_of_avro": "takes Avro reader options, which can read a schema file by URL (avroSchemaUrl)",
 }
 # what Spark's analyzed plans print as ``name(`` besides the functions: window frames, lambdas,
 # syntax-only functions, outer references, data types in casts and schemas, Scala's Some(...)

@@ -56,6 +56,10 @@ def test_every_spelling_of_reflection_is_refused_by_the_params_model(query: str)
         (f"select identifier('reflect')({REFLECT})", r"IDENTIFIER\(...\) as a function's name is refused"),
         (f"select identifier('re' || 'flect')({REFLECT})", r"IDENTIFIER\(...\) as a function's name is refused"),
         ("select from_protobuf(id, 'M', '/etc/passwd') from a", r"from_protobuf\(\) reads a Protobuf descriptor"),
+        (
+            "select from_avro(b, '\"int\"', map('avroSchemaUrl', 'file:///etc/passwd')) from a",
+            r"from_avro\(\) takes Avro reader options",
+        ),
         ("select my_udf(id) from a", r"my_udf\(\) is not one of Spark's built-in functions"),
         ("select default.upper(id) from a", r"default\.upper\(\) is not one of Spark's built-in functions"),
     ],
