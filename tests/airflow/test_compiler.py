@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dagspec.airflow.compiler import compile_pipeline
+from dagspec.airflow.compiler import compile_folder, compile_pipeline, invalid_specs_dag
+from dagspec.errors import SpecError
 from dagspec.spec.loader import load_spec
 from tests.conftest import REPO
 from tests.helpers import write_spec
@@ -86,8 +87,9 @@ class Block(importlib.abc.MetaPathFinder):
             raise ImportError(f"blocked at DAG-parse time: {name}")
 sys.meta_path.insert(0, Block())
 import runpy
-namespace = runpy.run_path(sys.argv[1])
-print(sorted(namespace["DAGS"]))
+pipelines = runpy.run_path(sys.argv[1] + "/dagspec_pipelines.py")
+errors = runpy.run_path(sys.argv[1] + "/dagspec_spec_errors.py")
+print(sorted(pipelines["DAGS"]), len(errors["ERRORS"]))
 """
 
 
@@ -103,7 +105,7 @@ def _env(tmp_path: Path, pipelines: Path) -> dict[str, str]:
 
 def test_dag_file_imports_without_spark_tensorflow_or_xgboost(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", IMPORT_GUARD, str(REPO / "dags" / "dagspec_pipelines.py")],
+        [sys.executable, "-c", IMPORT_GUARD, str(REPO / "dags")],
         env=_env(tmp_path, REPO / "pipelines"),
         capture_output=True,
         text=True,
@@ -111,20 +113,34 @@ def test_dag_file_imports_without_spark_tensorflow_or_xgboost(tmp_path: Path) ->
     )
     assert done.returncode == 0, done.stderr[-3000:]
     shipped = {load_spec(p).dag_id for p in (REPO / "pipelines").glob("*.yaml")}
-    assert set(json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))) == shipped
+    dag_ids, errors = done.stdout.strip().splitlines()[-1].rsplit(" ", 1)
+    assert (set(json.loads(dag_ids.replace("'", '"'))), errors) == (shipped, "0")
+
+
+def test_airflow_safe_mode_parses_both_dag_files() -> None:
+    """Under dag_discovery_safe_mode (the compose stack's default) a file is parsed only if it
+    holds the words "airflow" and "dag": the spec errors' file must not be skipped."""
+    from airflow.utils.file import might_contain_dag_via_default_heuristic
+
+    files = sorted(p.name for p in (REPO / "dags").glob("*.py"))
+    assert files == ["dagspec_pipelines.py", "dagspec_spec_errors.py"]
+    for name in files:
+        assert might_contain_dag_via_default_heuristic(str(REPO / "dags" / name)), name
 
 
 DAGBAG = """
-import json, sys
+import json, os, sys
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1])
-print(json.dumps({"dags": sorted(bag.dag_ids), "errors": bag.import_errors}))
+files = {os.path.basename(dag.fileloc) for dag in bag.dags.values()}
+errors = {os.path.basename(path): error for path, error in bag.import_errors.items()}
+print(json.dumps({"dags": sorted(bag.dag_ids), "files": sorted(files), "errors": errors}))
 """
 
 
 def _dagbag(tmp_path: Path, pipelines: Path) -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", DAGBAG, str(REPO / "dags" / "dagspec_pipelines.py")],
+        [sys.executable, "-c", DAGBAG, str(REPO / "dags")],
         env=_env(tmp_path, pipelines),
         capture_output=True,
         text=True,
@@ -138,15 +154,17 @@ def _dagbag(tmp_path: Path, pipelines: Path) -> dict:
 def test_dagbag_loads_every_shipped_spec_and_reports_a_broken_one_by_name(tmp_path: Path) -> None:
     shipped = sorted(load_spec(p).dag_id for p in (REPO / "pipelines").glob("*.yaml"))
     clean = _dagbag(tmp_path, REPO / "pipelines")
-    assert clean == {"dags": shipped, "errors": {}}
+    assert clean == {"dags": shipped, "files": ["dagspec_pipelines.py"], "errors": {}}
 
     pipelines = tmp_path / "pipelines"
     shutil.copytree(REPO / "pipelines", pipelines)
     (pipelines / "broken.yaml").write_text("stages:\n  raw:\n    kind: reed\n")
     broken = _dagbag(tmp_path, pipelines)
-    assert broken["dags"] == shipped
-    assert len(broken["errors"]) == 1
+    # the good DAGs' file has no import error (Airflow would mark its DAGs stale): the other has it
+    assert (broken["dags"], broken["files"]) == (shipped, ["dagspec_pipelines.py"])
+    assert list(broken["errors"]) == ["dagspec_spec_errors.py"]
     (message,) = broken["errors"].values()
+    assert message.startswith("SpecError: ") and "Traceback" not in message
     assert "broken.yaml:3:11: stages.raw.kind: unknown stage kind 'reed' (did you mean 'read'?)" in message
 
 
@@ -166,7 +184,8 @@ def test_no_spec_can_take_the_dag_file_down(tmp_path: Path) -> None:
     (pipelines / "deep.yaml").write_text("x: " + "[" * 500 + "]" * 500 + "\n" + GOOD)
     (pipelines / "long.yaml").write_text("dag_id: " + "x" * 260 + "\n" + GOOD)
     bag = _dagbag(tmp_path, pipelines)
-    assert bag["dags"] == ["DAGS", "compiled", "good"]
+    assert (bag["dags"], bag["files"]) == (["DAGS", "compiled", "good"], ["dagspec_pipelines.py"])
+    assert list(bag["errors"]) == ["dagspec_spec_errors.py"]
     (message,) = bag["errors"].values()
     assert "alias.yaml:1:4: a[0]: recursive alias: this value contains itself" in message
     assert "deep.yaml:1:" in message and "nested more than 100 levels deep" in message
@@ -187,10 +206,24 @@ def test_any_exception_while_loading_a_spec_becomes_that_files_error(tmp_path: P
 
     monkeypatch.setattr(compiler, "compile_pipeline", compile_or_fail)
     result = compiler.compile_folder(tmp_path / "pipelines", home=tmp_path)
-    assert sorted(result.dags) == ["dagspec_invalid_specs", "good"]
+    assert sorted(result.dags) == ["good"]
     assert [str(e) for e in result.errors] == [
         "pipelines/buggy.yaml:1:1: cannot be loaded: RecursionError: maximum recursion depth exceeded"
     ]
+
+
+def test_the_stand_in_dag_fails_validation_with_every_spec_error(tmp_path: Path) -> None:
+    write_spec(tmp_path / "pipelines", GOOD, "good.yaml")
+    write_spec(tmp_path / "pipelines", "stages:\n  raw:\n    kind: reed\n", "a.yaml")
+    write_spec(tmp_path / "pipelines", "dag_id: dagspec_invalid_specs\n" + GOOD, "b.yaml")
+    errors = compile_folder(tmp_path / "pipelines", home=tmp_path).errors
+    stand_in = invalid_specs_dag(errors)
+    assert stand_in.dag_id == "dagspec_invalid_specs" and not stand_in.task_ids
+    with pytest.raises(SpecError) as raised:
+        stand_in.validate()
+    assert str(raised.value).splitlines() == [line for error in errors for line in str(error).splitlines()]
+    assert str(raised.value).startswith("pipelines/a.yaml:3:11: stages.raw.kind: unknown stage kind 'reed'")
+    assert "pipelines/b.yaml:1:9: dag_id: dag_id 'dagspec_invalid_specs' is reserved" in str(raised.value)
 
 
 def test_a_matrix_stage_is_a_task_group_of_its_expansions(tmp_path: Path) -> None:
@@ -225,7 +258,7 @@ print(json.dumps({"dags": sources, "errors": bag.import_errors}))
 
 def _dag_sources(tmp_path: Path, pipelines: Path) -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", DAG_SOURCES, str(REPO / "dags" / "dagspec_pipelines.py")],
+        [sys.executable, "-c", DAG_SOURCES, str(REPO / "dags")],
         env={**_env(tmp_path, pipelines), "DAGSPEC_HOME": str(tmp_path)},
         capture_output=True,
         text=True,

@@ -16,7 +16,7 @@ from dagspec.airflow.operator import DagspecStageOperator, stage_asset
 from dagspec.airflow.schedule import dag_schedule
 from dagspec.errors import SpecError
 from dagspec.kinds.catalog import load_catalog
-from dagspec.spec.loader import spec_files
+from dagspec.spec.loader import pipelines_dir, spec_files
 from dagspec.spec.models import FORCE_PARAM, INVALID_SPECS_DAG_ID, PipelineSpec, parse_ref
 from dagspec.spec.together import crash_error, load_specs
 
@@ -135,10 +135,25 @@ def compile_pipeline(spec: PipelineSpec, *, home: Path, jobs_dir: Path | None = 
 
 @dataclass
 class CompiledFolder:
-    """Every DAG that compiled, and the errors of the specs that did not."""
+    """Every DAG that compiled, and the errors of the specs that did not.
+
+    Airflow marks every DAG of a file that has an import error stale (hidden from the UI and the
+    REST API, never scheduled), so the two halves go to two DAG files: ``register_dags`` in
+    ``dags/dagspec_pipelines.py``, ``register_errors`` in ``dags/dagspec_spec_errors.py``.
+    """
 
     dags: dict[str, DAG] = field(default_factory=dict)
     errors: list[SpecError] = field(default_factory=list)
+
+    def register_dags(self) -> dict[str, DAG]:
+        """Hand every compiled DAG to Airflow, and none of the errors."""
+        return {dag_id: register(dag) for dag_id, dag in self.dags.items()}
+
+    def register_errors(self) -> list[SpecError]:
+        """Hand Airflow the stand-in DAG failing with every spec error (none when all compiled)."""
+        if self.errors:
+            register(invalid_specs_dag(self.errors))
+        return self.errors
 
 
 def compile_folder(folder: Path, *, home: Path, jobs_dir: Path | None = None) -> CompiledFolder:
@@ -146,8 +161,8 @@ def compile_folder(folder: Path, *, home: Path, jobs_dir: Path | None = None) ->
 
     Any exception while loading or compiling one spec (a bug of ours, a RecursionError) becomes
     that file's error. Two specs with one ``dag_id`` are both errors, each naming the other: file
-    order must not decide which pipeline a dag_id runs. Each compiled DAG, and the stand-in
-    carrying the errors, is registered with Airflow (see ``register``).
+    order must not decide which pipeline a dag_id runs. Nothing is registered with Airflow here
+    (see ``CompiledFolder``): a half-built DAG never is.
     """
     result = CompiledFolder()
     for loaded in load_specs(spec_files(folder), lambda path: _display(path, home), home=home):
@@ -162,10 +177,15 @@ def compile_folder(folder: Path, *, home: Path, jobs_dir: Path | None = None) ->
         except Exception as exc:  # one spec must never take the others down, whatever it raises
             result.errors.append(crash_error(loaded.file, exc))
             continue
-        result.dags[loaded.spec.dag_id] = register(dag)
-    if result.errors:
-        result.dags[INVALID_SPECS_DAG_ID] = register(invalid_specs_dag(result.errors))
+        result.dags[loaded.spec.dag_id] = dag
     return result
+
+
+def compile_project(dag_file: str) -> CompiledFolder:
+    """What a DAG file of ``<home>/dags`` compiles: the specs of ``$DAGSPEC_PIPELINES`` or
+    ``<home>/pipelines``, where home is ``$DAGSPEC_HOME`` or the folder above ``dags/``."""
+    home = Path(os.environ.get("DAGSPEC_HOME") or Path(dag_file).resolve().parents[1])
+    return compile_folder(pipelines_dir(home), home=home)
 
 
 def _display(path: Path, home: Path) -> str:
@@ -185,11 +205,13 @@ def register(dag: DAG) -> DAG:
 
 
 class InvalidSpecsDag(DAG):
-    """Stands in for broken specs so Airflow lists them as import errors of the DAG file.
+    """Stands in for broken specs so Airflow lists their errors as an import error of its DAG file.
 
-    Airflow records an exception raised while validating a DAG as an import error of the file
-    that defined it and still loads every other DAG of that file; raising at module level
-    would drop them all.
+    Airflow records an exception raised while validating a DAG as an import error of the file that
+    defined it, with the message only (``SpecError: <file>:<line>:<col>: <field>: ...``, no
+    traceback, unlike an exception raised at module level). It also marks every DAG of that file
+    stale (``_update_import_errors`` in airflow/dag_processing/collection.py), so the stand-in is
+    the only DAG of its file, ``dags/dagspec_spec_errors.py``, never of the file of the good DAGs.
     """
 
     spec_errors: list[SpecError]
