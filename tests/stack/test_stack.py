@@ -49,6 +49,9 @@ for dag in sorted(os.listdir(root)):
         for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
             path = os.path.join(folder, entry)
             done = os.path.join(path, "_SUCCESS")
+            if stage == ".runs":  # a run's records of what it ran, one JSON file per stage
+                out[f"{dag}/{stage}/{entry}"] = {"records": len([n for n in os.listdir(path) if n.endswith(".json")])}
+                continue
             out[f"{dag}/{stage}/{entry}"] = {
                 "success": os.path.exists(done),
                 "manifest": os.path.exists(os.path.join(path, "manifest.json")),
@@ -133,9 +136,12 @@ def _checkpoints(compose: Compose) -> dict[str, dict[str, Any]]:
     entries: dict[str, dict[str, Any]] = compose.python("airflow-scheduler", CHECKPOINTS)
     for name, info in entries.items():
         entry = name.rsplit("/", 1)[1]
-        if not entry.startswith("_") and not name.startswith("exports/"):
+        if "records" in info:  # <dag>/.runs/<run>: every run that started a stage recorded it
+            assert info["records"] > 0, f"{name}: a run folder without a stage record"
+        elif not entry.startswith("_") and not name.startswith("exports/"):
             assert info["success"] and info["manifest"], f"{name}: a checkpoint folder without _SUCCESS/manifest.json"
-    return {k: v for k, v in entries.items() if v["success"]}
+    assert any("/.runs/" in name for name in entries), "no run recorded what it ran (<dag>/.runs/<run>/<stage>.json)"
+    return {k: v for k, v in entries.items() if v.get("success")}
 
 
 def _check_run(api: Api, dag_id: str, run_id: str, state: str) -> list[dict[str, Any]]:
