@@ -107,3 +107,43 @@ def test_failed_stages_print_their_causes_and_spec_positions_first(tmp_path: Pat
     for stage, line in expected.items():
         record = next((storage / "broken_stages" / stage).glob("_failed-*.json"))
         assert json.loads(record.read_text())["line"] == line
+
+
+PARAM_SPEC = """default_args: {retries: 0}
+params:
+  column: {type: string, default: id}
+stages:
+  picked:
+    kind: sql
+    params:
+      query: "select {{ params.column }} as c from range(3)"
+"""
+
+
+def test_a_query_the_runs_params_render_into_a_refused_one_fails_with_that_cause_first(
+    tmp_path: Path, airflow_home: Path
+) -> None:
+    """The refusal happens when the task resolves its stage, before any job: the cause still comes first."""
+    spec = tmp_path / "pipelines" / "rendered.yaml"
+    spec.parent.mkdir()
+    spec.write_text(PARAM_SPEC)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
+    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home), DAGSPEC_MODE="spark")
+    param = "column=reflect('java.lang.System', 'getenv')"
+    done = subprocess.run(
+        [DAGSPEC, "run", str(spec), "--storage-root", str(tmp_path / "storage"), "-p", param],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    first = done.stderr.splitlines()[0]
+    assert first.startswith(
+        f"stage 'picked' ({spec}:5:3, kind sql) failed: the spec with this run's params is refused: "
+    ), done.stderr
+    assert "reflect() calls Java methods by reflection and is refused" in first, first
+    assert not (tmp_path / "storage" / "rendered" / "picked").exists() or not any(
+        (tmp_path / "storage" / "rendered" / "picked").glob("*/_SUCCESS")
+    ), "nothing may be committed"

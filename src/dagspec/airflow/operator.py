@@ -91,6 +91,11 @@ class DagspecStageOperator(SparkSubmitOperator):
         try:
             return resolve_pipeline(self.spec, template_context(context), home=Path(self.home))[self.stage_name]
         except DagspecError as exc:
+            # the cause first, where `dagspec run` and the task log's reader look (a marker line):
+            # e.g. a query that a run's params render into one the sql kind refuses
+            written = self.spec.stages.get(self.spec.written_stage(self.stage_name))
+            cause = f"the spec with this run's params is refused: {exc}"
+            self.log.error("%s", StageFailure(self.stage_name, written.kind if written else "?", cause).marker_line())
             raise AirflowException(str(exc)) from None
 
     def execute(self, context: Any) -> None:
