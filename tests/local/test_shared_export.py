@@ -51,6 +51,6 @@ def test_validate_fails_both_and_run_refuses_before_starting_anything(
 
 
 def test_another_storage_root_is_another_folder(project: Path, capsys: pytest.CaptureFixture) -> None:
-    (project / "pipelines" / "b.yaml").write_text("storage: {root: other}\n" + SPEC)
+    (project / "pipelines" / "b.yaml").write_text("storage: {root: .dagspec/storage/other}\n" + SPEC)
     assert main(["validate"]) == 0
     assert capsys.readouterr().err == ""
