@@ -151,7 +151,7 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from sklearn.linear_model import LogisticRegression
 
     from dagspec.job.runtime import run_stage
-    from dagspec.kinds.scoring.models import transform_with_model
+    from dagspec.kinds.scoring.models import read_card, transform_with_model
     from dagspec.kinds.training.train_spark_ml import TrainSparkMLParams
     from dagspec.kinds.training.xgboost_data import csr_from_vectors
     from dagspec.plan.resolve import default_context, resolve_pipeline
@@ -205,7 +205,7 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             t0 = time.perf_counter()
             manifest = run_stage(spark, plan[name]).manifest
             model_dir = plan[name].output_path("model")
-            meta = json.loads((Path(model_dir) / "model.json").read_text())
+            card = read_card(model_dir)
             test_name = "test_hashed" if name == "lr" else "test_as_is"
             scored = transform_with_model(
                 spark, model_dir, spark.read.parquet(plan[test_name].output_path("data")), ["label"]
@@ -213,10 +213,10 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             pdf = scored.select("label", "probability").toPandas()  # bench only: 100k rows
             p = np.array([v[1] for v in pdf["probability"]])
             run[name] = {
-                "train_time_s": meta["train_time_s"],
+                "train_time_s": card.train_time_s,
                 "stage_s": manifest["duration_s"] if "duration_s" in manifest else time.perf_counter() - t0,
-                "peak_memory_mb": meta["peak_memory_mb"],
-                "cpu_load": meta["cpu_load"],
+                "peak_memory_mb": card.peak_memory_mb,
+                "cpu_load": card.cpu_load,
                 **_metrics(pdf["label"].to_numpy(), p),
             }
             print(name, run[name], flush=True)

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dagspec.kinds.model_card import ModelCard, read_model_card
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 DAG_ID = "ctr_bench"
@@ -88,8 +90,8 @@ def parse_task_lines(stdout: str) -> dict[str, tuple[str, float]]:
     return tasks
 
 
-def _model_json(output: str, since: float) -> dict[str, Any]:
-    """The run's model.json: in ``output`` (the checkpoint ``show`` names), else the stage's newest commit.
+def _model_card(output: str, since: float) -> ModelCard:
+    """The run's model card: in ``output`` (the checkpoint ``show`` names), else the stage's newest commit.
 
     The fallback is for a source change between ``show`` and the run (others edit this checkout
     while benchmarks run): the fingerprint the run used is then not the one ``show`` printed.
@@ -101,7 +103,7 @@ def _model_json(output: str, since: float) -> dict[str, Any]:
             raise RuntimeError(f"no checkpoint of {path.parent.name} committed by this run under {path.parent}")
         path = max(commits, key=lambda s: s.stat().st_mtime).parent
         print(f"  note: {path.parent.name} committed {path.name}, not {output} (the source changed?)", flush=True)
-    return json.loads((path / "model" / "model.json").read_text())
+    return read_model_card(path / "model")
 
 
 def airflow_runs(spec_text: str, root: Path, repeats: int) -> list[dict[str, Any]]:
@@ -127,8 +129,8 @@ def airflow_runs(spec_text: str, root: Path, repeats: int) -> list[dict[str, Any
             for name, row in before.items():
                 stage = {"wall_s": tasks[name][1], "mode": row["mode"], "ran": force or row["state"] != "done"}
                 if name in TRAIN_STAGES:
-                    meta = _model_json(row["output"], since)
-                    stage |= {"fit_s": meta["train_time_s"], "peak_memory_mb": meta["peak_memory_mb"]}
+                    card = _model_card(row["output"], since)
+                    stage |= {"fit_s": card.train_time_s, "peak_memory_mb": card.peak_memory_mb}
                 run["stages"][name] = stage
             line = ", ".join(
                 f"{n} {s['wall_s']:.1f}" + ("" if s["ran"] else " (hit)") for n, s in run["stages"].items()

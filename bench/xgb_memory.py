@@ -60,6 +60,7 @@ def measure(folder: Path, load: str, rounds: int, cache: Path) -> dict[str, Any]
     sys.path.insert(0, str(REPO / "src"))
     import xgboost as xgb
 
+    from dagspec.kinds.model_card import Features
     from dagspec.kinds.training.train_xgboost import TrainXGBoostParams
     from dagspec.kinds.training.xgboost_data import parquet_files, quantile_matrix
 
@@ -75,12 +76,12 @@ def measure(folder: Path, load: str, rounds: int, cache: Path) -> dict[str, Any]
             time.sleep(0.1)
 
     threading.Thread(target=poll, daemon=True).start()
-    meta = {"features_col": "features", "input_columns": ["features"], "num_features": DIMS, "missing": 0.0}
+    features = Features(features_col="features", input_columns=["features"], num_features=DIMS, missing=0.0)
     params = SimpleNamespace(
         label_col="label", max_bin=256, batch_rows=65536, in_memory_max_mb=2048, external_min_mb=0, load=load
     )
     started = time.time()
-    matrix, mode = quantile_matrix(parquet_files(str(folder)), meta, params, cache_dir=cache)
+    matrix, mode = quantile_matrix(parquet_files(str(folder)), features, params, cache_dir=cache)
     built = {"build_s": round(time.time() - started, 1), "build_peak_anon_mb": peak["anon_mb"]}
     built["build_hwm_mb"] = status()["VmHWM"]
     started = time.time()

@@ -145,6 +145,7 @@ def compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
     from dagspec.job.runtime import run_stage
+    from dagspec.kinds.model_card import read_model_card
     from dagspec.kinds.training.train_xgboost import TrainXGBoostParams
     from dagspec.plan.resolve import default_context, resolve_pipeline
     from dagspec.spec.loader import load_spec
@@ -178,16 +179,16 @@ def compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             manifest = run_stage(spark, stage).manifest
             stage_cpu = time.process_time() - cpu0
             model_dir = Path(stage.output_path("model").removeprefix("file://"))
-            meta = json.loads((model_dir / "model.json").read_text())
-            ours = xgb.Booster(model_file=str(model_dir / meta["artifact"]))
+            card = read_model_card(model_dir)
+            ours = xgb.Booster(model_file=str(model_dir / card.artifact))
             params = {**TrainXGBoostParams(seed=rep).booster_params(), "nthread": args.nthread}
             train = plan[f"train_{features}"].output_path("data")
             run = {
                 "rep": rep,
                 "features": features,
-                "num_features": int(meta["num_features"]),
+                "num_features": card.features().num_features,
                 "stage_s": manifest["duration_s"],
-                "fit_s": meta["train_time_s"],
+                "fit_s": card.train_time_s,
                 "stage_cpu_s": stage_cpu,
                 **_plain_against(ours, params, train, features, n_features, tests[features], args.rounds),
             }
@@ -211,6 +212,7 @@ def compare_run(storage: Path, nthread: int) -> dict[str, Any]:
     import xgboost as xgb
 
     from dagspec.checkpoint import latest
+    from dagspec.kinds.model_card import read_model_card
 
     def committed(stage: str, output: str) -> str:
         found = latest(str(storage / stage))
@@ -223,21 +225,21 @@ def compare_run(storage: Path, nthread: int) -> dict[str, Any]:
     runs = []
     for size in sizes:
         model_dir = Path(committed(f"xgb_single__{size}", "model").removeprefix("file://"))
-        card = json.loads((model_dir / "model.json").read_text())
-        n_features = int(card["num_features"])
+        card = read_model_card(model_dir)
+        n_features = card.features().num_features
         if test is None:
             test = _matrix(committed("hashed_test", "data"), "hashed", n_features)
-        ours = xgb.Booster(model_file=str(model_dir / card["artifact"]))
-        params = {k: v for k, v in card["params"].items() if k not in ("num_round", "workers")}
+        ours = xgb.Booster(model_file=str(model_dir / card.artifact))
+        params = {k: v for k, v in card.params.items() if k not in ("num_round", "workers")}
         params["nthread"] = nthread
         train = committed(f"hashed__{size}", "data")
         run = {
             "size": size,
             "test_rows": len(test[1]),
-            "rounds": card["rounds"],
-            "fit_s": card["train_time_s"],
-            "peak_memory_mb": card["peak_memory_mb"],
-            **_plain_against(ours, params, train, "hashed", n_features, test, card["rounds"]),
+            "rounds": card.rounds,
+            "fit_s": card.train_time_s,
+            "peak_memory_mb": card.peak_memory_mb,
+            **_plain_against(ours, params, train, "hashed", n_features, test, card.rounds or 0),
         }
         print(json.dumps(run), flush=True)
         runs.append(run)

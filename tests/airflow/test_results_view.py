@@ -13,11 +13,8 @@ import base64
 import json
 import shutil
 import struct
-import subprocess
-import sys
 import zlib
 from datetime import UTC, datetime
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +28,7 @@ from dagspec.plan.history import stage_record, write_stage_record
 from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
 from dagspec.spec.models import PipelineSpec
 from tests.conftest import REPO
+from tests.kinds.reports import evaluation_report
 
 DAG = "topology_classifier"
 STARTED = datetime(2026, 12, 3, 20, 0, tzinfo=UTC)
@@ -81,7 +79,7 @@ def _card(fingerprint: str) -> str:
     card = ModelCard(flavor="keras", kind="train_keras", artifact="model.keras", task="multiclass", classes=[0, 1, 2],
                      class_names=["QCD", "tt", "W+jets"], label_col="encoded_label", input_columns=["HLF_input"],
                      params={"epochs": 10}, trained_on={"train": data}, train_time_s=7.2)  # fmt: skip
-    return json.dumps(card.meta())
+    return card.model_dump_json()
 
 
 def resolve_run(spec: PipelineSpec, run: RunInfo) -> dict[str, ResolvedStage]:
@@ -107,6 +105,10 @@ def _write_checkpoint(stage: ResolvedStage, run: RunInfo, auc: float) -> None:
     metrics: dict[str, Any] = {}
     if stage.kind == "evaluate":
         metrics = {"roc_auc": auc, "roc_auc_per_class": {"0": auc, "1": auc - 0.01}, "log_loss": 0.09}
+        names = {"0": "QCD", "1": "tt", "2": "W+jets"}
+        evaluation_report((0, 1, 2), model=stage.inputs["model"].stage, class_names=names, roc_auc=auc).write(
+            path / "report"
+        )
     if stage.name == "features_checked":
         metrics = {"results": [{"column": "label", "rule": "not_null", "observed": "0 null rows", "passed": True}]}
     if stage.name == "comparison":
@@ -152,34 +154,6 @@ def client(storage: Path) -> TestClient:
     app.dependency_overrides[view.run_store] = Runs
     app.dependency_overrides[view.can_read_runs] = lambda: None
     return TestClient(app)
-
-
-def test_loading_the_plugin_builds_no_app_until_the_api_server_asks() -> None:
-    # every task process loads the plugins (macros, listeners): the app and Airflow's API security
-    # cost it ~1.2 CPU s, so only the API server's reading of fastapi_apps imports them
-    probe = (
-        "import sys; from dagspec.airflow.ui.plugin import DagspecPlugin; plugin = DagspecPlugin(); "
-        "heavy = ('dagspec.airflow.ui.app', 'airflow.api_fastapi.core_api.security', 'fastapi'); "
-        "print('loaded:', sorted(m for m in heavy if m in sys.modules)); plugin.fastapi_apps; "
-        "print('loaded:', sorted(m for m in heavy if m in sys.modules))"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    before, after = [line for line in done.stdout.splitlines() if line.startswith("loaded: ")]
-    assert before == "loaded: []"
-    assert "'dagspec.airflow.ui.app'" in after and "'airflow.api_fastapi.core_api.security'" in after
-
-
-def test_the_plugin_is_registered_by_the_package_and_links_from_run_task_and_dag_pages() -> None:
-    found = [e for e in entry_points(group="airflow.plugins") if e.name == "dagspec"]
-    assert [e.value for e in found] == ["dagspec.airflow.ui.plugin:DagspecPlugin"]
-    plugin = found[0].load()()  # as Airflow's plugins manager makes it
-    assert [a["url_prefix"] for a in plugin.fastapi_apps] == ["/dagspec"]
-    views = {v["destination"]: v["href"] for v in plugin.external_views}
-    assert views == {
-        "dag_run": "dagspec/dags/{DAG_ID}/runs/{RUN_ID}",
-        "task_instance": "dagspec/dags/{DAG_ID}/runs/{RUN_ID}/stages/{TASK_ID}",
-        "dag": "dagspec/dags/{DAG_ID}/compare",
-    }
 
 
 def test_no_token_is_refused(storage: Path) -> None:
@@ -262,6 +236,34 @@ def test_a_model_card_and_check_results_are_shown(client: TestClient) -> None:
     assert "Model card" in card and "0 = QCD, 1 = tt, 2 = W+jets" in card and "train_keras" in card
     check = client.get(f"/dags/{DAG}/runs/manual__new/stages/features_checked").text
     assert "Check results" in check and "0 null rows" in check and ">ok<" in check
+
+
+def test_an_evaluation_report_is_shown_and_an_old_card_or_a_newer_report_refused(client: TestClient) -> None:
+    page = client.get(f"/dags/{DAG}/runs/manual__new/stages/hlf_eval").text
+    assert "Evaluation report" in page and "<td>W+jets</td>" in page and '<td class="num">0.9970</td>' in page
+    # the files as the readers get them: the same refusals as predict, evaluate, gate and compare
+    spec = find_spec(DAG)
+    plan = resolve_run(spec, Runs().runs["manual__new"])
+    card_file = Path(plan["hlf_classifier"].checkpoint_dir) / "model" / "model.json"
+    report_file = Path(plan["hlf_eval"].checkpoint_dir) / "report" / "metrics.json"
+    card_text, report_text = card_file.read_text(), report_file.read_text()
+    try:
+        card_file.write_text(json.dumps({k: v for k, v in json.loads(card_text).items() if k != "card_version"}))
+        report_file.write_text(json.dumps({**json.loads(report_text), "report_version": 2}))
+        card_page = client.get(f"/dags/{DAG}/runs/manual__new/stages/hlf_classifier").text
+        assert (
+            "model/model.json was written before model cards were versioned (no card_version); this dagspec reads "
+            "card_version 1: run its training stage again"
+        ) in card_page
+        assert "Model card" not in card_page
+        report_page = client.get(f"/dags/{DAG}/runs/manual__new/stages/hlf_eval").text
+        assert (
+            "report/metrics.json has report_version 2, newer than this dagspec reads (report_version 1): upgrade "
+            "dagspec, or run its evaluate stage again"
+        ) in report_page
+    finally:
+        card_file.write_text(card_text)
+        report_file.write_text(report_text)
 
 
 def test_compare_shows_a_metric_per_run_and_the_params_that_differed(client: TestClient) -> None:

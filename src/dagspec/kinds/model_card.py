@@ -6,28 +6,29 @@ on which data (the fingerprints of its inputs), how long it took, what it reache
 inference needs (classes, label and input columns, shapes; the flavor's own keys). Only pydantic
 here: the Airflow side may read cards too.
 
-The JSON keys are those model.json always had (the scoring flavors read them by name); a card
-without ``card_version`` was written before cards existed and is refused with the way out: run the
-training stage again.
+Every reader (predict, evaluate, the flavors, the UI, the benchmarks) gets the card through
+``read_model_card`` or ``parse_model_card`` and reads its fields; nothing turns it back into a
+dict. The JSON keys are those model.json always had; a card without ``card_version`` (written
+before cards existed) or with a newer one is refused the same way everywhere
+(``dagspec.kinds.versioned``), with the way out: run the training stage again.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from dagspec.errors import StageFailedError
+from dagspec.kinds.versioned import parse_versioned
 
 if TYPE_CHECKING:
     from dagspec.kinds.base import StageContext
 
 MODEL_CARD = "model.json"
-CLASS_NAMES_KEY = "class_names"  # in a label column's Spark metadata
 CARD_VERSION: Literal[1] = 1
+TRAIN_AGAIN = "run its training stage again (dagspec run SPEC --force, or remove the checkpoint)"
 Flavor = Literal["keras", "xgboost", "spark_ml"]
 
 
@@ -42,6 +43,22 @@ class TrainingData(BaseModel):
     content: str | None = Field(default=None, description="content digest of the output (None: not recorded)")
 
 
+class Features(BaseModel):
+    """What an xgboost model reads of a row: one vector column (hashed), or numeric columns (as_is).
+
+    The trainer derives it from the training data and writes its fields into the card
+    (``features_col``, ``input_columns``, ``num_features``, ``missing``); inference reads it back
+    with ``ModelCard.features``, so both build the same matrix.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    features_col: str | None = Field(default=None, description="the vector column; None: the numeric columns")
+    input_columns: list[str] = Field(min_length=1, description="the columns the model reads")
+    num_features: int = Field(ge=1, description="features per row")
+    missing: float = Field(description="the value that means missing (0 for sparse vectors, NaN for columns)")
+
+
 class ModelCard(BaseModel):
     """``model.json``: one saved model, described for its readers (predict, evaluate, gate, the UI).
 
@@ -49,7 +66,8 @@ class ModelCard(BaseModel):
     ...) are kept as they are and read back unchanged.
     """
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    # NaN (xgboost's missing for as_is columns) is written as NaN, as model.json always had it
+    model_config = ConfigDict(frozen=True, extra="allow", ser_json_inf_nan="constants")
 
     card_version: Literal[1] = CARD_VERSION
     flavor: Flavor
@@ -73,6 +91,7 @@ class ModelCard(BaseModel):
     num_features: int | None = Field(default=None, description="xgboost: features per row")
     missing: float | None = Field(default=None, description="xgboost: the value that means missing")
     probability_col: str | None = Field(default=None, description="spark_ml: the fitted pipeline's probability column")
+    rounds: int | None = Field(default=None, description="xgboost: boosting rounds of the saved booster")
 
     @model_validator(mode="after")
     def _classes_fit(self) -> ModelCard:
@@ -84,9 +103,22 @@ class ModelCard(BaseModel):
             raise ValueError(f"class_names {self.class_names} do not name the {len(self.classes)} classes")
         return self
 
-    def meta(self) -> dict[str, Any]:
-        """The card as the JSON dict the flavors read (``meta["classes"]``, ``meta["artifact"]``, ...)."""
-        return self.model_dump()
+    def features(self) -> Features:
+        """What the model reads of a row (xgboost cards: they record ``num_features`` and ``missing``)."""
+        if self.num_features is None or self.missing is None:
+            raise StageFailedError(
+                f"the {self.flavor} model card of {self.kind} has no num_features/missing: not an xgboost model"
+            )
+        return Features(
+            features_col=self.features_col,
+            input_columns=self.input_columns,
+            num_features=self.num_features,
+            missing=self.missing,
+        )
+
+    def class_names_by_value(self) -> dict[str, str]:
+        """Class value (as text) -> its name, for every class (the value stands in for a missing name)."""
+        return {str(c): self.class_name(c) for c in self.classes}
 
     def class_name(self, value: int) -> str:
         """The name of a class value; its value as text when the card names none."""
@@ -97,44 +129,24 @@ class ModelCard(BaseModel):
     def write(self, model_dir: Path) -> Path:
         """Write ``model.json`` into a model directory."""
         path = model_dir / MODEL_CARD
-        path.write_text(json.dumps(self.meta(), indent=2))
+        path.write_text(self.model_dump_json(indent=2))
         return path
 
 
+def parse_model_card(text: str | bytes, where: str) -> ModelCard:
+    """A card from the text of a ``model.json`` (shown as ``where``); an old, newer or invalid one fails with why."""
+    return parse_versioned(
+        text, where, ModelCard, field="card_version", current=CARD_VERSION, what="model card", again=TRAIN_AGAIN
+    )
+
+
 def read_model_card(model_dir: Path, *, shown_as: str | None = None) -> ModelCard:
-    """The validated card of a model directory; a missing, old or invalid card fails with why."""
+    """The validated card of a model directory; a missing, old, newer or invalid card fails with why."""
     path = model_dir / MODEL_CARD
     where = shown_as or str(model_dir)
     if not path.is_file():
         raise StageFailedError(f"{where} is not a model directory: no {MODEL_CARD}")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise StageFailedError(f"{where}/{MODEL_CARD}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise StageFailedError(f"{where}/{MODEL_CARD}: must hold a JSON object")
-    if "card_version" not in data:
-        raise StageFailedError(
-            f"{where}/{MODEL_CARD} was written before model cards (no card_version): run its training stage "
-            "again (dagspec run ... -p force=true, or remove the checkpoint)"
-        )
-    try:
-        return ModelCard.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in error['loc']) or 'card'}: {error['msg']}" for error in exc.errors()
-        )
-        raise StageFailedError(f"{where}/{MODEL_CARD} is not a valid model card: {problems}") from None
-
-
-def label_class_names(metadata: Mapping[str, Any]) -> list[str] | None:
-    """The class names a label column's metadata carries (``{"class_names": [...]}``), else None.
-
-    A stage that knows its classes by name (``topology_features``: QCD, tt, W+jets) sets them on
-    the label columns; Spark keeps column metadata through Parquet, filters and selects.
-    """
-    names = metadata.get(CLASS_NAMES_KEY)
-    return [str(n) for n in names] if isinstance(names, list) and names else None
+    return parse_model_card(path.read_bytes(), f"{where}/{MODEL_CARD}")
 
 
 def training_data(ctx: StageContext, roles: tuple[str, ...] = ("train", "validation")) -> dict[str, TrainingData]:

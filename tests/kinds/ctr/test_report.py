@@ -12,6 +12,7 @@ from dagspec.errors import StageFailedError
 from dagspec.kinds.base import StageContext
 from dagspec.kinds.ctr import published as seed
 from dagspec.kinds.ctr.report import ReportParams, report
+from tests.kinds.reports import evaluation_report
 
 
 def _ctx(tmp_path: Path) -> StageContext:
@@ -27,10 +28,11 @@ def _ctx(tmp_path: Path) -> StageContext:
     )
 
 
-def _evaluation(folder: Path, auc: float, loss: float, seconds: float) -> str:
+def _evaluation(folder: Path, auc: float, loss: float, seconds: float, **changes: object) -> str:
     folder.mkdir(parents=True)
-    metrics = {"roc_auc": auc, "log_loss": loss, "train_time_s": seconds, "peak_memory_mb": 300.0, "cpu_load": 1.5}
-    (folder / "metrics.json").write_text(json.dumps(metrics))
+    evaluation_report(
+        roc_auc=auc, log_loss=loss, train_time_s=seconds, peak_memory_mb=300.0, cpu_load=1.5, **changes
+    ).write(folder)
     return str(folder)
 
 
@@ -81,10 +83,7 @@ def test_report_without_the_published_curve(tmp_path: Path) -> None:
 
 
 def test_report_draws_the_intervals_as_error_bars(tmp_path: Path) -> None:
-    small = _evaluation(tmp_path / "a", 0.70, 0.14, 1.0)
-    metrics = json.loads((Path(small) / "metrics.json").read_text())
-    metrics.update({"roc_auc_ci": [0.66, 0.74], "log_loss_ci": [0.13, 0.15]})
-    (Path(small) / "metrics.json").write_text(json.dumps(metrics))
+    small = _evaluation(tmp_path / "a", 0.70, 0.14, 1.0, roc_auc_ci=[0.66, 0.74], log_loss_ci=[0.13, 0.15])
     inputs = {"xgb__1000": small, "xgb__10000": _evaluation(tmp_path / "b", 0.75, 0.13, 3.0)}
     ctx = _ctx(tmp_path)
     report(inputs, ReportParams(published=False), ctx)

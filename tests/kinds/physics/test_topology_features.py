@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.model_card import label_class_names
+from dagspec.kinds.class_names import label_class_names
 from dagspec.kinds.physics.topology import fix_length, prepare_particles
 from dagspec.kinds.physics.topology_features import TopologyFeaturesParams, add_topology_features
 

@@ -10,6 +10,7 @@ import pytest
 from dagspec.errors import StageFailedError
 from dagspec.kinds.quality.gate import GateParams, judge, metric_intervals, metric_values
 from tests.helpers import load_and_run, manifest, write_spec
+from tests.kinds.reports import evaluation_report
 
 pytestmark = pytest.mark.spark
 
@@ -113,12 +114,12 @@ def test_null_labels_fail_evaluate_with_the_count(spark, home, tmp_path: Path, d
 
 
 def test_per_class_bounds_of_a_multiclass_report() -> None:
-    report = {
-        "classes": [0, 1, 2],
-        "class_names": {"0": "QCD", "1": "tt", "2": "W+jets"},
-        "roc_auc": 0.76,
-        "roc_auc_per_class": {"0": 0.80, "1": 0.82, "2": 0.67},
-    }
+    report = evaluation_report(
+        (0, 1, 2),
+        class_names={"0": "QCD", "1": "tt", "2": "W+jets"},
+        roc_auc=0.76,
+        roc_auc_per_class={"0": 0.80, "1": 0.82, "2": 0.67},
+    )
     params = GateParams.model_validate({"metric": "roc_auc_per_class", "min": 0.7})
     values = metric_values(report, params)
     assert values == {"roc_auc_per_class[QCD]": 0.80, "roc_auc_per_class[tt]": 0.82, "roc_auc_per_class[W+jets]": 0.67}
@@ -130,7 +131,7 @@ def test_per_class_bounds_of_a_multiclass_report() -> None:
 
 
 def test_a_gate_on_the_lower_bound_refuses_a_model_whose_value_passes() -> None:
-    report = {"classes": [0, 1], "roc_auc": 0.83, "roc_auc_ci": [0.80, 0.86], "roc_auc_per_class": {"1": 0.83}}
+    report = evaluation_report(roc_auc=0.83, roc_auc_ci=[0.80, 0.86], roc_auc_per_class={"1": 0.83})
     on_value = GateParams.model_validate({"metric": "roc_auc", "min": 0.82})
     on_low = GateParams.model_validate({"metric": "roc_auc", "min": 0.82, "bound": "low"})
     values = metric_values(report, on_low)
@@ -139,7 +140,7 @@ def test_a_gate_on_the_lower_bound_refuses_a_model_whose_value_passes() -> None:
         "roc_auc: low 0.8000 of 0.8300 [0.8000, 0.8600] < min 0.82"
     ]
     # a report without intervals cannot pass a gate on a bound
-    bare = {"classes": [0, 1], "roc_auc": 0.83}
+    bare = evaluation_report(roc_auc=0.83)
     assert judge(metric_values(bare, on_low), {}, on_low, metric_intervals(bare, on_low)) == [
         "roc_auc: the report has no confidence interval (evaluated without intervals, or fewer than 2 rows of a class)"
     ]

@@ -11,14 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from pydantic import ValidationError
-
 from dagspec.airflow.ui import files
 from dagspec.airflow.ui.html import cell, data_uri, esc, image, line_plot, link, mapping_table, markdown, page
 from dagspec.airflow.ui.html import table as html_table
 from dagspec.airflow.ui.results import RunInfo, RunMetrics, StageRow, differing_params, metric_names, stage_metrics
+from dagspec.errors import StageFailedError
 from dagspec.kinds.base import IOType
-from dagspec.kinds.model_card import MODEL_CARD, ModelCard
+from dagspec.kinds.evaluation_report import METRICS_FILE, parse_evaluation_report
+from dagspec.kinds.model_card import MODEL_CARD, parse_model_card
 
 
 def q(value: str) -> str:
@@ -105,10 +105,10 @@ def _model_cards(checkpoint: str, names: Sequence[str]) -> str:
         if posixpath.basename(name) != MODEL_CARD:
             continue
         text = files.read_bytes(f"{checkpoint}/{name}")
-        try:
-            card = ModelCard.model_validate_json(text or b"")
-        except ValidationError as exc:
-            parts.append(f"<p class='failed'>{esc(name)} is not a valid model card: {esc(exc.errors()[0]['msg'])}</p>")
+        try:  # the readers' own check: an old or newer card is refused here as in predict and evaluate
+            card = parse_model_card(text or b"", name)
+        except StageFailedError as exc:
+            parts.append(f"<p class='failed'>{esc(exc)}</p>")
             continue
         classes = [f"{v} = {card.class_name(v)}" for v in card.classes]
         facts = {
@@ -125,6 +125,34 @@ def _model_cards(checkpoint: str, names: Sequence[str]) -> str:
             f'<div class="model-card"><h3>Model card <code>{esc(name)}</code></h3>{mapping_table(facts)}'
             f"<h3>Trained on</h3>{html_table(['role', 'data', 'fingerprint', 'content'], trained)}"
             f"<h3>Training metrics</h3>{mapping_table(card.metrics)}<h3>Params</h3>{mapping_table(card.params)}</div>"
+        )
+    return "".join(parts)
+
+
+def _evaluation_reports(checkpoint: str, names: Sequence[str]) -> str:
+    parts = []
+    for name in names:
+        if posixpath.basename(name) != METRICS_FILE:
+            continue
+        try:  # read as gate, report and compare read it
+            report = parse_evaluation_report(files.read_bytes(f"{checkpoint}/{name}") or b"", name)
+        except StageFailedError as exc:
+            parts.append(f"<p class='failed'>{esc(exc)}</p>")
+            continue
+        rows = [
+            [f"<td>{esc(report.class_name(c))}</td>", cell(report.per_class[c].support),
+             cell(report.per_class[c].precision), cell(report.per_class[c].recall),
+             cell(report.roc_auc_per_class.get(c))]
+            for c in report.class_keys() if c in report.per_class
+        ]  # fmt: skip
+        facts = {
+            "model": report.model, "flavor": report.flavor, "task": report.task, "rows": report.rows,
+            "ROC AUC": report.roc_auc, "ROC AUC interval": list(report.roc_auc_ci or []) or None, "log loss": report.log_loss,
+            "accuracy": report.accuracy, "confidence level": report.intervals.level,
+        }  # fmt: skip
+        parts.append(
+            f'<div class="evaluation"><h3>Evaluation report <code>{esc(name)}</code></h3>{mapping_table(facts)}'
+            f"{html_table(['class', 'support', 'precision', 'recall', 'ROC AUC'], rows)}</div>"
         )
     return "".join(parts)
 
@@ -192,7 +220,7 @@ def stage_page(base: str, run: RunInfo, row: StageRow, root: str) -> str:
         tables = {name for name, kind in record.outputs.items() if kind == IOType.TABLE}
         names = files.checkpoint_files(record.checkpoint, tables)
         body += [_reports(record.checkpoint, names), _check_results(record.metrics)]
-        body.append(_model_cards(record.checkpoint, names))
+        body += [_model_cards(record.checkpoint, names), _evaluation_reports(record.checkpoint, names)]
     else:
         names = []
         body += [f'<p class="missing">{esc(row.now_detail)}</p>', _check_results(record.metrics)]

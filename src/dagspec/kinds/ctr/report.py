@@ -21,6 +21,7 @@ from pydantic import Field, field_validator, model_validator
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import FILES, Inputs, Outputs, StageContext, StageParams, kind
 from dagspec.kinds.ctr import published as seed
+from dagspec.kinds.evaluation_report import EvaluationReport, read_evaluation_report
 from dagspec.storage import local_path
 
 
@@ -55,16 +56,8 @@ class ReportParams(StageParams):
 
 
 COLUMNS = ["Engine", "Train size", "ROC AUC", "Log loss", "Train time", "Maximum memory", "CPU load"]
-# column -> evaluate's interval key: error bars in the plots (metrics.tsv keeps the benchmark's columns)
-INTERVALS = {"ROC AUC": "roc_auc_ci", "Log loss": "log_loss_ci"}
-# column -> key in evaluate's metrics.json
-KEYS = {
-    "ROC AUC": "roc_auc",
-    "Log loss": "log_loss",
-    "Train time": "train_time_s",
-    "Maximum memory": "peak_memory_mb",
-    "CPU load": "cpu_load",
-}
+# columns with evaluate's intervals: error bars in the plots (metrics.tsv keeps the benchmark's columns)
+INTERVALS = ("ROC AUC", "Log loss")
 PLOTS = {
     "ROC AUC": "auc.png",
     "Log loss": "log_loss.png",
@@ -87,13 +80,25 @@ def point_of(role: str, params: ReportParams) -> tuple[str, int]:
     return match["engine"], int(match["size"])
 
 
-def read_report(directory: str) -> dict[str, Any]:
+def read_report(directory: str) -> EvaluationReport:
     """evaluate's metrics.json of one report directory."""
-    path = Path(local_path(directory)) / "metrics.json"
-    if not path.is_file():
-        raise StageFailedError(f"{directory} is not an evaluate report: no metrics.json")
-    metrics: dict[str, Any] = json.loads(path.read_text())
-    return metrics
+    return read_evaluation_report(Path(local_path(directory)), shown_as=directory)
+
+
+def table_row(evaluation: EvaluationReport) -> dict[str, Any]:
+    """The benchmark's columns (and the interval ends) of one evaluate report."""
+    values = {
+        "ROC AUC": (evaluation.roc_auc, evaluation.roc_auc_ci),
+        "Log loss": (evaluation.log_loss, evaluation.log_loss_ci),
+        "Train time": (evaluation.train_time_s, None),
+        "Maximum memory": (evaluation.peak_memory_mb, None),
+        "CPU load": (evaluation.cpu_load, None),
+    }
+    row: dict[str, Any] = {column: value for column, (value, _) in values.items()}
+    for column in INTERVALS:
+        low, high = values[column][1] or (None, None)
+        row.update({f"{column} low": low, f"{column} high": high})
+    return row
 
 
 @kind("report", params=ReportParams, any_inputs=True, fan_in=True, outputs={"report": FILES})
@@ -111,14 +116,7 @@ def report(inputs: Inputs, params: ReportParams, ctx: StageContext) -> Outputs:
         engine, size = point_of(role, params)
         if params.engines is not None and engine not in params.engines:
             continue
-        metrics = read_report(directory)
-        ends = {}
-        for column, key in INTERVALS.items():
-            low, high = metrics.get(key) or (None, None)
-            ends.update({f"{column} low": low, f"{column} high": high})
-        rows.append(
-            {"Engine": engine, "Train size": size, **{col: metrics.get(key) for col, key in KEYS.items()}, **ends}
-        )
+        rows.append({"Engine": engine, "Train size": size, **table_row(read_report(directory))})
     rows.sort(key=lambda r: (r["Engine"], r["Train size"]))
     out = ctx.local_output_dir("report")
     with (out / "metrics.tsv").open("w", newline="") as handle:

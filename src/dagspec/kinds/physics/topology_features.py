@@ -12,7 +12,7 @@ from pydantic import Field
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, StageParams, kind
-from dagspec.kinds.model_card import CLASS_NAMES_KEY
+from dagspec.kinds.class_names import CLASS_NAMES_KEY
 from dagspec.kinds.physics.names import CLASS_NAMES, PARTICLE_FEATURE_NAMES
 
 if TYPE_CHECKING:

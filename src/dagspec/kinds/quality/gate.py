@@ -2,7 +2,7 @@
 
 Inputs: ``report`` (an ``evaluate`` report), optionally ``baseline`` (another one, e.g. the model
 in production) and ``model`` (the model the report evaluates). The gate reads ``metrics.json``
-and compares one metric (the overall ``roc_auc``, ``accuracy`` or ``log_loss``, or every class's
+(an ``EvaluationReport``) and compares one metric (the overall ``roc_auc``, ``accuracy`` or ``log_loss``, or every class's
 ``roc_auc_per_class``, ``precision_per_class``, ``recall_per_class``) with ``min`` / ``max`` and,
 against the baseline, ``max_regression`` (how much worse it may be; lower is better for
 ``log_loss``). ``bound: low`` (or ``high``) compares ``min`` / ``max`` with an end of the metric's
@@ -26,10 +26,14 @@ from pydantic import Field, model_validator
 from dagspec import storage
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import FILES, InputRole, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.evaluation_report import EvaluationReport, PerClass, read_evaluation_report
 
 GATE_FILE = "gate.json"
-REPORT_METRICS = "metrics.json"  # what evaluate writes
-PER_CLASS = {"roc_auc_per_class": "roc_auc", "precision_per_class": "precision", "recall_per_class": "recall"}
+PER_CLASS: dict[str, PerClass] = {
+    "roc_auc_per_class": "roc_auc",
+    "precision_per_class": "precision",
+    "recall_per_class": "recall",
+}
 LOWER_IS_BETTER = ("log_loss",)
 Metric = Literal["roc_auc", "accuracy", "log_loss", "roc_auc_per_class", "precision_per_class", "recall_per_class"]
 WITH_INTERVALS = ("roc_auc", "accuracy", "log_loss", "roc_auc_per_class")
@@ -99,9 +103,9 @@ def gate(inputs: Inputs, params: GateParams, ctx: StageContext) -> Outputs:
             "gate: a baseline input is wired but neither max_regression nor better_than_baseline is set"
         )
     model_dir, model_stage = inputs.get("model"), ctx.input_stage("model")
-    if model_dir is not None and report.get("model") not in (None, model_stage):
+    if model_dir is not None and report.model not in (None, model_stage):
         raise StageFailedError(
-            f"gate: the report evaluates the model of {report.get('model')!r}, but the model input is {model_stage!r}"
+            f"gate: the report evaluates the model of {report.model!r}, but the model input is {model_stage!r}"
         )
     values = metric_values(report, params)
     base_values = metric_values(baseline, params) if baseline is not None else {}
@@ -125,12 +129,12 @@ def gate(inputs: Inputs, params: GateParams, ctx: StageContext) -> Outputs:
         "paired_tests": paired or None,
         "report": ctx.input_stage("report"),
         "baseline": ctx.input_stage("baseline"),
-        "model": report.get("model"),
+        "model": report.model,
         "failures": failures,
     }
     ctx.metrics.update(verdict)
     if failures:
-        who = f"the model of {report.get('model') or ctx.input_stage('report')!r}"
+        who = f"the model of {report.model or ctx.input_stage('report')!r}"
         raise StageFailedError(f"gate: {who} does not pass:\n" + "\n".join(f"  {f}" for f in failures))
     out = ctx.local_output_dir("model")
     if model_dir is not None:
@@ -139,38 +143,24 @@ def gate(inputs: Inputs, params: GateParams, ctx: StageContext) -> Outputs:
     return {}
 
 
-def read_report(path: str, stage: str | None) -> dict[str, Any]:
-    """An evaluate report's ``metrics.json``."""
-    file = Path(storage.local_path(path)) / REPORT_METRICS
-    if not file.is_file():
-        raise StageFailedError(f"gate: {stage or path} is not an evaluate report: no {REPORT_METRICS} in {path}")
-    data = json.loads(file.read_text())
-    if not isinstance(data, dict):
-        raise StageFailedError(f"gate: {file} does not hold a JSON object")
-    return data
+def read_report(path: str, stage: str | None) -> EvaluationReport:
+    """An evaluate report's ``metrics.json``, as its ``EvaluationReport``."""
+    return read_evaluation_report(Path(storage.local_path(path)), shown_as=f"gate: {stage or path} ({path})")
 
 
-def metric_values(report: dict[str, Any], params: GateParams) -> dict[str, float | None]:
+def metric_values(report: EvaluationReport, params: GateParams) -> dict[str, float | None]:
     """The gated values: ``{metric: value}``, or ``{"<metric>[<class name>]": value}`` per class."""
     if params.metric not in PER_CLASS:
-        return {params.metric: _number(report.get(params.metric))}
-    names = {str(k): str(v) for k, v in (report.get("class_names") or {}).items()}
-    if params.metric == "roc_auc_per_class":
-        per_class = {str(k): v for k, v in (report.get("roc_auc_per_class") or {}).items()}
-    else:
-        key = PER_CLASS[params.metric]
-        per_class = {str(k): (v or {}).get(key) for k, v in (report.get("per_class") or {}).items()}
-    return {f"{params.metric}[{names.get(c, c)}]": _number(per_class[c]) for c in wanted_classes(report, params)}
+        return {params.metric: _number(report.value(params.metric))}  # type: ignore[arg-type]
+    per_class = report.per_class_values(PER_CLASS[params.metric])
+    return {f"{params.metric}[{report.class_name(c)}]": _number(per_class[c]) for c in wanted_classes(report, params)}
 
 
-def wanted_classes(report: dict[str, Any], params: GateParams) -> list[str]:
+def wanted_classes(report: EvaluationReport, params: GateParams) -> list[str]:
     """The class values a per-class gate checks (every class the report has a value for, by default)."""
-    names = {str(k): str(v) for k, v in (report.get("class_names") or {}).items()}
-    classes = [str(c) for c in report.get("classes") or []]
-    if params.metric == "roc_auc_per_class":
-        have = {str(k) for k in report.get("roc_auc_per_class") or {}}
-    else:
-        have = {str(k) for k in report.get("per_class") or {}}
+    names = {c: report.class_name(c) for c in report.class_keys()}
+    classes = report.class_keys()
+    have = set(report.per_class_values(PER_CLASS[params.metric]))
     if params.classes is None:  # binary ROC: the positive class only
         wanted = [c for c in classes if c in have]
     else:
@@ -184,21 +174,20 @@ def wanted_classes(report: dict[str, Any], params: GateParams) -> list[str]:
     return wanted
 
 
-def metric_intervals(report: dict[str, Any], params: GateParams) -> dict[str, list[float] | None]:
+def metric_intervals(report: EvaluationReport, params: GateParams) -> dict[str, list[float] | None]:
     """The confidence intervals of the gated values, by the names ``metric_values`` gives them."""
     if params.metric not in WITH_INTERVALS:
         return {}
     if params.metric not in PER_CLASS:
-        return {params.metric: _interval(report.get(f"{params.metric}_ci"))}
-    names = {str(k): str(v) for k, v in (report.get("class_names") or {}).items()}
-    per_class = {str(k): v for k, v in (report.get("roc_auc_per_class_ci") or {}).items()}
-    return {f"{params.metric}[{names.get(c, c)}]": _interval(per_class.get(c)) for c in wanted_classes(report, params)}
+        return {params.metric: _interval(report.interval(params.metric))}  # type: ignore[arg-type]
+    per_class = report.roc_auc_per_class_ci
+    return {
+        f"{params.metric}[{report.class_name(c)}]": _interval(per_class.get(c)) for c in wanted_classes(report, params)
+    }
 
 
-def _interval(value: Any) -> list[float] | None:
-    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
-        return [float(value[0]), float(value[1])]
-    return None
+def _interval(value: tuple[float, float] | None) -> list[float] | None:
+    return None if value is None else [value[0], value[1]]
 
 
 def _class_value(wanted: str, names: dict[str, str], classes: list[str]) -> str:
@@ -210,7 +199,7 @@ def _class_value(wanted: str, names: dict[str, str], classes: list[str]) -> str:
     raise StageFailedError(f"gate: no class {wanted!r} in the report (classes {classes}, names {list(names.values())})")
 
 
-def _number(value: Any) -> float | None:
+def _number(value: float | None) -> float | None:
     return float(value) if isinstance(value, int | float) and not math.isnan(value) else None
 
 
@@ -259,26 +248,30 @@ def judge(
 
 
 def paired_verdicts(
-    ctx: StageContext, report: dict[str, Any], baseline: dict[str, Any], folders: tuple[str, str], params: GateParams
+    ctx: StageContext,
+    report: EvaluationReport,
+    baseline: EvaluationReport,
+    folders: tuple[str, str],
+    params: GateParams,
 ) -> dict[str, Any]:
     """Paired DeLong tests of the report against the baseline, by gated value name."""
     from dagspec.kinds.scoring.placements import paired_tests
 
-    level = float((report.get("intervals") or {}).get("level") or 0.95)
+    level = report.intervals.level
     try:
         by_class = paired_tests(ctx.spark, (report, folders[0]), (baseline, folders[1]), level)
     except StageFailedError as exc:
         raise StageFailedError(f"gate: better_than_baseline: {exc}") from exc
-    names = {str(k): str(v) for k, v in (report.get("class_names") or {}).items()}
     if params.metric == "roc_auc":
-        classes = [str(c) for c in report.get("classes") or []]
+        classes = report.class_keys()
         if len(classes) != 2:
             raise StageFailedError(
                 "gate: better_than_baseline on a multiclass report tests each class: use metric roc_auc_per_class"
             )
         return {"roc_auc": {**by_class[classes[1]], "level": level}}
     return {
-        f"roc_auc_per_class[{names.get(c, c)}]": {**by_class[c], "level": level} for c in wanted_classes(report, params)
+        f"roc_auc_per_class[{report.class_name(c)}]": {**by_class[c], "level": level}
+        for c in wanted_classes(report, params)
     }
 
 

@@ -13,7 +13,8 @@ from pydantic import Field
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import FILES, Inputs, Outputs, StageContext, StageParams, kind
-from dagspec.kinds.scoring.evaluate import CURVES_FILE, METRICS_FILE, with_interval
+from dagspec.kinds.evaluation_report import EvaluationReport, read_evaluation_report
+from dagspec.kinds.scoring.evaluate import CURVES_FILE, with_interval
 from dagspec.storage import local_path
 
 TABLE_MD = "comparison.md"
@@ -57,14 +58,13 @@ def compare(inputs: Inputs, params: CompareParams, ctx: StageContext) -> Outputs
     if len(reports) != len(inputs):
         tables = sorted(set(inputs) - set(reports))
         raise StageFailedError(f"inputs {tables} are tables; compare reads evaluate reports (files outputs)")
-    first_role, first = next(iter(reports.items()))
-    for role, (metrics, _) in reports.items():
-        if metrics["classes"] != first[0]["classes"]:
+    first_role, (first, _) = next(iter(reports.items()))
+    for role, (evaluation, _) in reports.items():
+        if evaluation.classes != first.classes:
             raise StageFailedError(
-                f"reports disagree on the classes: {first_role!r} has {first[0]['classes']}, "
-                f"{role!r} has {metrics['classes']}"
+                f"reports disagree on the classes: {first_role!r} has {first.classes}, {role!r} has {evaluation.classes}"
             )
-    names: dict[str, str] = first[0].get("class_names") or {str(c): str(c) for c in first[0]["classes"]}
+    names = {c: first.class_name(c) for c in first.class_keys()}
     header, rows, cis = comparison_table({role: m for role, (m, _) in reports.items()}, names)
     if params.sort_by != "input":
         column = header.index(params.sort_by)
@@ -78,10 +78,10 @@ def compare(inputs: Inputs, params: CompareParams, ctx: StageContext) -> Outputs
     title = params.title or f"{ctx.dag_id}: model comparison"
     out = ctx.local_output_dir("report")
     (out / TABLE_TSV).write_text(to_tsv(*with_interval_columns(header, rows, cis)))
-    level = next(iter(reports.values()))[0].get("intervals", {}).get("level")
     markdown = f"# {title}\n\n{to_markdown(header, rows, cis)}"
-    if level is not None:
-        markdown += f"\nIn brackets: {level:.0%} confidence intervals (ROC AUC: DeLong; others: bootstrap).\n"
+    markdown += (
+        f"\nIn brackets: {first.intervals.level:.0%} confidence intervals (ROC AUC: DeLong; others: bootstrap).\n"
+    )
     if params.reference:
         markdown += reference_table({role: m for role, (m, _) in reports.items()}, names, params)
     paired = paired_table(ctx, {role: (m, str(inputs[role])) for role, (m, _) in reports.items()}, names)
@@ -89,10 +89,10 @@ def compare(inputs: Inputs, params: CompareParams, ctx: StageContext) -> Outputs
     (out / TABLE_MD).write_text(markdown)
     (out / PAIRED_FILE).write_text(json.dumps(paired.tests, indent=2))
     panels: dict[str, dict[str, Any]] = {}
-    for role, (metrics, curves) in reports.items():
+    for role, (evaluation, curves) in reports.items():
         for key, curve in curves["curves"].items():
-            auc = metrics["roc_auc_per_class"].get(key)
-            ci = (metrics.get("roc_auc_per_class_ci") or {}).get(key)
+            auc = evaluation.roc_auc_per_class.get(key)
+            ci = evaluation.roc_auc_per_class_ci.get(key)
             label = f"{role} (AUC {with_interval(auc, ci)})" if auc is not None else role
             panels.setdefault(names.get(key, key) if len(curves["curves"]) > 1 else "", {})[label] = curve
     plot_roc_panels(panels, out / ROC_FIGURE, title=title)
@@ -101,7 +101,7 @@ def compare(inputs: Inputs, params: CompareParams, ctx: StageContext) -> Outputs
     return {}
 
 
-def reference_table(metrics: Mapping[str, dict[str, Any]], names: Mapping[str, str], params: CompareParams) -> str:
+def reference_table(metrics: Mapping[str, EvaluationReport], names: Mapping[str, str], params: CompareParams) -> str:
     """This run's ROC AUC beside the published one, per model, with the note under it."""
     key = None
     if params.reference_class is not None:
@@ -117,8 +117,8 @@ def reference_table(metrics: Mapping[str, dict[str, Any]], names: Mapping[str, s
         if role not in metrics:
             raise StageFailedError(f"reference names {role!r}, which is no input of this stage ({sorted(metrics)})")
         m = metrics[role]
-        ours = m["roc_auc_per_class"].get(key) if key is not None else m.get("roc_auc")
-        ci = (m.get("roc_auc_per_class_ci") or {}).get(key) if key is not None else m.get("roc_auc_ci")
+        ours = m.roc_auc_per_class.get(key) if key is not None else m.roc_auc
+        ci = m.roc_auc_per_class_ci.get(key) if key is not None else m.roc_auc_ci
         rows.append([role, ours, published, None if ours is None else round(ours - published, 4)])
         cis.append({header[1]: ci})
     note = f"\n{params.reference_note.strip()}\n" if params.reference_note else ""
@@ -134,7 +134,7 @@ class PairedTable:
 
 
 def paired_table(
-    ctx: StageContext, reports: Mapping[str, tuple[Mapping[str, Any], str]], names: Mapping[str, str]
+    ctx: StageContext, reports: Mapping[str, tuple[EvaluationReport, str]], names: Mapping[str, str]
 ) -> PairedTable:
     """Every pair of reports with per-row placements: is the ROC AUC difference significant (paired DeLong)?"""
     from dagspec.kinds.scoring.placements import paired_tests
@@ -142,13 +142,13 @@ def paired_table(
     if len(reports) < 2:
         return PairedTable("", [])
     heading = "\n## Paired tests of the ROC AUC (DeLong, on the same rows)\n\n"
-    without = [role for role, (m, _) in reports.items() if not m.get("placements")]
+    without = [role for role, (m, _) in reports.items() if not m.placements]
     if without:
         return PairedTable(
             f"{heading}None: the evaluate stages of {', '.join(without)} have no key_col, so no per-row placements.\n",
             [],
         )
-    level = float(next(iter(reports.values()))[0]["intervals"]["level"])
+    level = next(iter(reports.values()))[0].intervals.level
     header = ["model", "against", "class", "AUC difference", "p-value", f"significant at {level:.0%}"]
     rows: list[list[Any]] = []
     cis: list[dict[str, Any]] = []
@@ -179,24 +179,24 @@ def _yes_no(value: bool | None) -> str:
     return "n/a" if value is None else ("yes" if value else "no")
 
 
-def _read_report(role: str, path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _read_report(role: str, path: str) -> tuple[EvaluationReport, dict[str, Any]]:
     folder = Path(local_path(path))
+    evaluation = read_evaluation_report(folder, shown_as=f"input {role!r} ({path})")
     try:
-        metrics = json.loads((folder / METRICS_FILE).read_text())
         curves = json.loads((folder / CURVES_FILE).read_text())
     except FileNotFoundError as exc:
         raise StageFailedError(f"input {role!r} ({path}) is not an evaluate report: {exc.filename} is missing") from exc
-    return metrics, curves
+    return evaluation, curves
 
 
 def comparison_table(
-    reports: Mapping[str, Mapping[str, Any]], names: Mapping[str, str]
+    reports: Mapping[str, EvaluationReport], names: Mapping[str, str]
 ) -> tuple[list[str], list[list[Any]], list[dict[str, Any]]]:
-    """Header, rows and the intervals of each row by column (absent in reports written before intervals).
+    """Header, rows and the intervals of each row by column (None where a report has no interval).
 
     One row per report; per-class AUC columns when there are more than two classes.
     """
-    classes = [str(c) for c in next(iter(reports.values()))["classes"]]
+    classes = next(iter(reports.values())).class_keys()
     per_class = [f"auc_{names.get(c, c)}" for c in classes] if len(classes) > 2 else []
     header = [
         "model",
@@ -213,29 +213,28 @@ def comparison_table(
     ]
     rows, cis = [], []
     for role, m in reports.items():
-        aucs = [m["roc_auc_per_class"].get(c) for c in classes] if per_class else []
-        class_cis = m.get("roc_auc_per_class_ci") or {}
+        aucs = [m.roc_auc_per_class.get(c) for c in classes] if per_class else []
         cis.append(
             {
-                "roc_auc": m.get("roc_auc_ci"),
-                "log_loss": m.get("log_loss_ci"),
-                "accuracy": m.get("accuracy_ci"),
-                **({column: class_cis.get(c) for column, c in zip(per_class, classes, strict=True)}),
+                "roc_auc": m.roc_auc_ci,
+                "log_loss": m.log_loss_ci,
+                "accuracy": m.accuracy_ci,
+                **({column: m.roc_auc_per_class_ci.get(c) for column, c in zip(per_class, classes, strict=True)}),
             }
         )
         rows.append(
             [
                 role,
-                m.get("model"),
-                m.get("flavor"),
-                m.get("rows"),
-                m.get("roc_auc"),
+                m.model,
+                m.flavor,
+                m.rows,
+                m.roc_auc,
                 *aucs,
-                m.get("log_loss"),
-                m.get("accuracy"),
-                m.get("train_time_s"),
-                m.get("peak_memory_mb"),
-                m.get("cpu_load"),
+                m.log_loss,
+                m.accuracy,
+                m.train_time_s,
+                m.peak_memory_mb,
+                m.cpu_load,
             ]
         )
     return header, rows, cis

@@ -2,7 +2,7 @@
 
 The model runs once; its predictions are persisted and reduced to metrics in two passes, never
 collected (``metrics``: the confusion matrix pass and the exact rank-aggregation ROC AUC pass).
-The report is a files output: ``metrics.json``, ``roc.json`` (the curves, for compare) and
+The report is a files output: ``metrics.json`` (an ``EvaluationReport``), ``roc.json (the curves, for compare) and
 ``roc.png``; with ``key_col``, ``placements/`` (per-row DeLong placements, for paired tests).
 Every metric has a confidence interval: DeLong's for the ROC AUCs (from the AUC's own pass), a
 seeded Poisson bootstrap for accuracy and log loss (``bootstrap``).
@@ -18,12 +18,11 @@ from pydantic import Field
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import FILES, Inputs, Outputs, StageContext, kind
+from dagspec.kinds.evaluation_report import Counts, EvaluationReport, IntervalMethods
 from dagspec.kinds.scoring.scoring_params import MODEL_AND_DATA, ScoringParams
 
-METRICS_FILE = "metrics.json"
 CURVES_FILE = "roc.json"
 ROC_FIGURE = "roc.png"
-TRAINING_STATS = ("train_time_s", "peak_memory_mb", "cpu_load")
 
 
 class EvaluateParams(ScoringParams):
@@ -62,15 +61,15 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outpu
     from dagspec.kinds.scoring.bootstrap import bootstrap_intervals
     from dagspec.kinds.scoring.flavor_base import PREDICTION, PROBABILITY
     from dagspec.kinds.scoring.metrics import counts_metrics, label_index, roc_pass
-    from dagspec.kinds.scoring.models import read_model_meta, transform_with_model
+    from dagspec.kinds.scoring.models import read_card, transform_with_model
     from dagspec.kinds.scoring.placements import PLACEMENTS_DIR, write_placements
     from dagspec.kinds.scoring.plots import plot_roc_panels
 
     model_dir, df = inputs["model"], inputs["data"]
     assert isinstance(model_dir, str) and not isinstance(df, str)
-    meta = read_model_meta(model_dir)
-    classes = [int(c) for c in meta["classes"]]
-    label_col = params.label_col or meta.get("label_col") or "label"
+    card = read_card(model_dir)
+    classes = card.classes
+    label_col = params.label_col or card.label_col or "label"
     for role, column in (("label column", label_col), ("key_col", params.key_col)):
         if column is not None and column not in df.columns:
             raise StageFailedError(f"{role} {column!r} is not in the data; columns: {', '.join(df.columns)}")
@@ -93,10 +92,10 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outpu
     # the model runs once: every pass reads the persisted predictions
     scored = scored.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        metrics = counts_metrics(scored, classes, params.clip_eps, label_col)
+        counts = Counts.model_validate(counts_metrics(scored, classes, params.clip_eps, label_col))
         positive_only = len(classes) == 2
-        support = [metrics["per_class"][str(c)]["support"] for c in classes]
-        totals = {k: (float(n), float(metrics["rows"] - n)) for k, n in enumerate(support)}
+        support = [counts.per_class[str(c)].support for c in classes]
+        totals = {k: (float(n), float(counts.rows - n)) for k, n in enumerate(support)}
         if positive_only:
             totals = {1: totals[1]}
         roc = roc_pass(ctx.spark, scored, classes, totals, params.curve_points, keep=keep)
@@ -114,38 +113,41 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outpu
     finally:
         scored.unpersist()
     aucs, curves = roc.aucs, roc.curves
-    metrics = {
-        "model": ctx.input_stage("model"),
-        "flavor": meta["flavor"],
-        "task": meta["task"],
-        "classes": classes,
-        "class_names": _class_names(meta, classes),
-        **metrics,
+    bootstrap = "poisson bootstrap percentiles" if params.bootstrap_replicates else None
+    evaluation = EvaluationReport(
+        **counts.model_dump(),
+        model=ctx.input_stage("model"),
+        flavor=card.flavor,
+        task=card.task,
+        classes=classes,
+        class_names=card.class_names_by_value(),
         **auc_intervals(roc.aucs, roc.variances, classes, level),
         **bootstrapped,
-        "intervals": {
-            "level": level,
-            "roc_auc": "delong" if positive_only else "delong, conservative for the macro mean",
-            "accuracy": "poisson bootstrap percentiles" if params.bootstrap_replicates else None,
-            "log_loss": "poisson bootstrap percentiles" if params.bootstrap_replicates else None,
-            "bootstrap_replicates": params.bootstrap_replicates,
-            "seed": params.seed,
-        },
-        "placements": PLACEMENTS_DIR if params.key_col else None,
-        **{key: meta.get(key) for key in TRAINING_STATS},
-        "clip_eps": params.clip_eps,
-    }
-    report = ctx.local_output_dir("report")
-    (report / METRICS_FILE).write_text(json.dumps(metrics, indent=2))
-    (report / CURVES_FILE).write_text(json.dumps({"classes": classes, "curves": curves}))
-    names = metrics["class_names"]
-    intervals = metrics["roc_auc_per_class_ci"]
-    plot_roc_panels(
-        {"": {curve_label(names[k], aucs[k], intervals.get(k)): curve for k, curve in curves.items()}},
-        report / ROC_FIGURE,
-        title=f"ROC: {metrics['model'] or ctx.stage_name} ({meta['task']})",
+        intervals=IntervalMethods(
+            level=level,
+            roc_auc="delong" if positive_only else "delong, conservative for the macro mean",
+            accuracy=bootstrap,
+            log_loss=bootstrap,
+            bootstrap_replicates=params.bootstrap_replicates,
+            seed=params.seed,
+        ),
+        placements=PLACEMENTS_DIR if params.key_col else None,
+        train_time_s=card.train_time_s,
+        peak_memory_mb=card.peak_memory_mb,
+        cpu_load=card.cpu_load,
+        clip_eps=params.clip_eps,
     )
-    ctx.metrics.update({k: v for k, v in metrics.items() if k not in ("class_names",)})
+    report = ctx.local_output_dir("report")
+    evaluation.write(report)
+    (report / CURVES_FILE).write_text(json.dumps({"classes": classes, "curves": curves}))
+    ci = evaluation.roc_auc_per_class_ci
+    plot_roc_panels(
+        {"": {curve_label(evaluation.class_name(k), aucs[k], ci.get(k)): curve for k, curve in curves.items()}},
+        report / ROC_FIGURE,
+        title=f"ROC: {evaluation.model or ctx.stage_name} ({card.task})",
+    )
+    # the manifest's metrics: the report's numbers (JSON types), without the version and the names
+    ctx.metrics.update(evaluation.model_dump(mode="json", exclude={"class_names", "report_version"}))
     return {}
 
 
@@ -171,13 +173,6 @@ def auc_intervals(
         "roc_auc_per_class": dict(aucs),
         "roc_auc_per_class_ci": per_class_ci,
     }
-
-
-def _class_names(meta: Mapping[str, Any], classes: Sequence[int]) -> dict[str, str]:
-    names = meta.get("class_names")
-    if isinstance(names, list) and len(names) == len(classes):
-        return {str(c): str(n) for c, n in zip(classes, names, strict=True)}
-    return {str(c): str(c) for c in classes}
 
 
 def curve_label(name: str, auc: float | None, interval: Sequence[float] | None = None) -> str:

@@ -9,17 +9,17 @@ A training kind writes a files output ``model`` holding its artifact and ``model
 (``docs/architecture.md``, "Models"). ``models.transform_with_model`` reads ``model.json``, looks
 its ``flavor`` up in the registry and calls that module's
 
-``def transform(spark, model_dir, meta, df, keep_cols) -> DataFrame``
+``def transform(spark, model_dir, card, df, keep_cols, batch_size) -> DataFrame``
 
 - ``model_dir``: the model directory as the driver sees it (a local path or a ``file://`` URI;
   use ``local_path``). Executors may not see it: ship what they need (``broadcast_artifact``).
-- ``meta``: the validated ``model.json`` (``dagspec.kinds.model_card.ModelCard``) as a dict. The
-  caller may add ``meta["batch_size"]``: rows per model call (``None`` or absent: the flavor's
-  default).
+- ``card``: the validated ``model.json``, a ``dagspec.kinds.model_card.ModelCard`` (read its
+  fields; xgboost's feature layout is ``card.features()``).
 - ``df``: the data; ``keep_cols``: its columns to carry over unchanged (may be empty; never
-  contains ``probability`` or ``prediction``).
+  contains ``probability`` or ``prediction``); ``batch_size``: rows per model call (``None``: the
+  flavor's default).
 - Returns exactly ``keep_cols`` (same order, same types) + ``probability`` (array<double>, one
-  entry per class in ``meta["classes"]`` order; binary: ``[p0, p1]``) + ``prediction`` (int, the
+  entry per class in ``card.classes`` order; binary: ``[p0, p1]``) + ``prediction`` (int, the
   class value with the highest probability, the first on ties). ``with_prediction`` builds the
   last two columns from a probability column, so every flavor agrees on ties.
 - Lazy and linear: no action (no ``count``/``collect``), one output row per input row. The model
@@ -39,7 +39,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
     from pyspark import Broadcast
+
+    from dagspec.kinds.model_card import ModelCard
 
 PROBABILITY = "probability"
 PREDICTION = "prediction"
@@ -84,16 +86,14 @@ class Shipped:
     value: bytes
 
 
-def broadcast_artifact(
-    spark: SparkSession, model_dir: str, meta: dict[str, Any]
-) -> tuple[Broadcast[bytes] | Shipped, str]:
+def broadcast_artifact(spark: SparkSession, model_dir: str, card: ModelCard) -> tuple[Broadcast[bytes] | Shipped, str]:
     """The artifact file's bytes as a broadcast, and their sha256 (a key for per-worker caches).
 
     Broadcasting keeps executors independent of where the checkpoint lives (a cluster's workers
     may not mount the driver's storage) and ships the file once per executor, not per task. A
     Spark Connect client has no broadcasts: the bytes ride in the pickled function instead.
     """
-    path = local_path(model_dir) / meta["artifact"]
+    path = local_path(model_dir) / card.artifact
     if not path.is_file():
         raise StageFailedError(f"model artifact {path} is missing or not a file")
     data = path.read_bytes()

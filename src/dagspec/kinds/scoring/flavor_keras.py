@@ -5,7 +5,7 @@ UDF over the model's input columns only. The batches are encoded by
 ``dagspec.kinds.training.keras_inputs`` - the encoders ``train_keras`` trains with - so a model
 sees the same arrays in training and inference.
 
-``model.json`` keys read here: ``artifact``, ``classes``, and either ``inputs`` (the input specs
+Card fields read here: ``artifact``, ``classes``, and either ``inputs`` (the input specs
 ``train_keras`` writes: column, encoding dense | sequence | sparse, per-row shape) or, for models
 made elsewhere, ``input_columns`` (default ``[features_col]``) with ``input_shapes`` (column ->
 per-row shape: ``[D]`` is a dense vector, ``[L or null, F]`` a sequence zero-padded per batch).
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark import Broadcast
 
+    from dagspec.kinds.model_card import ModelCard
     from dagspec.kinds.scoring.flavor_base import Shipped
 
 DEFAULT_BATCH_SIZE = 1024
@@ -44,15 +45,16 @@ _MODEL: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
-def input_specs(meta: dict[str, Any]) -> list[InputSpec]:
+def input_specs(card: ModelCard) -> list[InputSpec]:
     """How each input column is encoded: ``inputs`` from train_keras, else from input_columns/shapes."""
-    if meta.get("inputs"):
-        return [InputSpec.from_json(s) for s in meta["inputs"]]
-    columns = list(meta.get("input_columns") or [meta.get("features_col")])
-    shapes = meta.get("input_shapes") or {}
+    if card.inputs:
+        return [InputSpec.from_json(s) for s in card.inputs]
+    columns = card.input_columns or ([card.features_col] if card.features_col else [])
+    if not columns:
+        raise StageFailedError("model.json: the keras card names no input_columns (nor a features_col)")
     specs = []
     for column in columns:
-        shape = shapes.get(column) if isinstance(column, str) else None
+        shape = card.input_shapes.get(column)
         if not shape or len(shape) not in (1, 2) or shape[-1] is None:
             raise StageFailedError(
                 f"model.json: input_shapes[{column!r}] must be [D] (a vector) or [L or null, F] (a sequence), got {shape}"
@@ -62,20 +64,25 @@ def input_specs(meta: dict[str, Any]) -> list[InputSpec]:
 
 
 def transform(
-    spark: SparkSession, model_dir: str, meta: dict[str, Any], df: DataFrame, keep_cols: list[str]
+    spark: SparkSession,
+    model_dir: str,
+    card: ModelCard,
+    df: DataFrame,
+    keep_cols: list[str],
+    batch_size: int | None = None,
 ) -> DataFrame:
     """``keep_cols`` + ``probability`` + ``prediction``; see ``dagspec.kinds.scoring.flavor_base``."""
     from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
 
-    specs = input_specs(meta)
+    specs = input_specs(card)
     columns = [s.column for s in specs]
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise StageFailedError(f"the keras model reads columns {missing} that the data lacks; columns: {df.columns}")
-    batch_size = int(meta.get("batch_size") or DEFAULT_BATCH_SIZE)
-    n_classes = len(meta["classes"])
-    suffix = Path(meta["artifact"]).suffix or ".keras"
-    blob, digest = broadcast_artifact(spark, model_dir, meta)
+    rows_per_call = batch_size or DEFAULT_BATCH_SIZE
+    n_classes = len(card.classes)
+    suffix = Path(card.artifact).suffix or ".keras"
+    blob, digest = broadcast_artifact(spark, model_dir, card)
 
     def score(batches: Iterator[Any]) -> Iterator[pa.Array]:
         import numpy as np
@@ -89,15 +96,15 @@ def transform(
                 yield numpy_to_probability(np.zeros((0, n_classes)), n_classes)
                 continue
             parts = []
-            for start in range(0, rows, batch_size):
-                table = pa.table([a.slice(start, batch_size) for a in arrays], names=columns)
+            for start in range(0, rows, rows_per_call):
+                table = pa.table([a.slice(start, rows_per_call) for a in arrays], names=columns)
                 parts.append(_predict(model, encode_features(table, specs), columns))
             yield numpy_to_probability(np.concatenate(parts), n_classes)
 
     with warnings.catch_warnings():  # pyspark prefers type hints; the explicit type is clearer here
         warnings.simplefilter("ignore", UserWarning)
         udf = arrow_udf(score, "array<double>", ArrowUDFType.SCALAR_ITER)
-    return with_prediction(df, keep_cols, udf(*[_arrow_column(df, s) for s in specs]), meta["classes"])
+    return with_prediction(df, keep_cols, udf(*[_arrow_column(df, s) for s in specs]), card.classes)
 
 
 def _arrow_column(df: DataFrame, spec: InputSpec) -> Column:

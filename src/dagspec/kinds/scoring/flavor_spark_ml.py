@@ -7,7 +7,7 @@ through Spark, so on a cluster it must be on storage the executors can read.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.scoring.flavor_base import local_path, with_prediction
@@ -15,20 +15,27 @@ from dagspec.kinds.scoring.flavor_base import local_path, with_prediction
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from dagspec.kinds.model_card import ModelCard
+
 
 def transform(
-    spark: SparkSession, model_dir: str, meta: dict[str, Any], df: DataFrame, keep_cols: list[str]
+    spark: SparkSession,
+    model_dir: str,
+    card: ModelCard,
+    df: DataFrame,
+    keep_cols: list[str],
+    batch_size: int | None = None,
 ) -> DataFrame:
-    """``keep_cols`` + ``probability`` + ``prediction`` from the saved PipelineModel."""
+    """``keep_cols`` + ``probability`` + ``prediction`` from the saved PipelineModel (runs in the JVM: no batches)."""
     from pyspark.ml import PipelineModel
     from pyspark.ml.functions import vector_to_array
     from pyspark.sql import functions as F
 
-    columns = list(meta["input_columns"])
+    columns = card.input_columns
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise StageFailedError(f"the spark_ml model reads columns {missing} that the data lacks; columns: {df.columns}")
-    model = PipelineModel.load(str(local_path(model_dir) / meta["artifact"]))
-    probability_col = meta.get("probability_col", "__probability")
+    model = PipelineModel.load(str(local_path(model_dir) / card.artifact))
+    probability_col = card.probability_col or "__probability"
     scored = model.transform(df)
-    return with_prediction(scored, keep_cols, vector_to_array(F.col(probability_col)), meta["classes"])
+    return with_prediction(scored, keep_cols, vector_to_array(F.col(probability_col)), card.classes)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pyspark import Broadcast
     from pyspark.sql import DataFrame, SparkSession
 
+    from dagspec.kinds.model_card import ModelCard
     from dagspec.kinds.scoring.flavor_base import Shipped
 
 _LOCK = threading.Lock()
@@ -31,21 +32,27 @@ _PROBABILITY = "__probability"
 
 
 def transform(
-    spark: SparkSession, model_dir: str, meta: dict[str, Any], df: DataFrame, keep_cols: list[str]
+    spark: SparkSession,
+    model_dir: str,
+    card: ModelCard,
+    df: DataFrame,
+    keep_cols: list[str],
+    batch_size: int | None = None,
 ) -> DataFrame:
-    """``keep_cols`` + ``probability`` ([P(0), P(1)]) + ``prediction``."""
+    """``keep_cols`` + ``probability`` ([P(0), P(1)]) + ``prediction`` (batches: Spark's Arrow batch size)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import ArrayType, DoubleType, StructField, StructType
 
-    columns = list(meta["input_columns"])
+    features = card.features()
+    columns = features.input_columns
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise StageFailedError(f"the xgboost model reads columns {missing} that the data lacks; columns: {df.columns}")
-    features_col = meta.get("features_col")
-    n_features = int(meta["num_features"])
-    missing_value = float(meta.get("missing", float("nan")))
-    blob, digest = broadcast_artifact(spark, model_dir, meta)
+    features_col = features.features_col
+    n_features = features.num_features
+    missing_value = features.missing
+    blob, digest = broadcast_artifact(spark, model_dir, card)
     kept = [f"__k{i}" for i in range(len(keep_cols))]
     inputs = [f"__x{i}" for i in range(len(columns))]
     projected = df.select(
@@ -89,7 +96,7 @@ def transform(
     scored = projected.mapInArrow(score, schema).select(
         *[F.col(k).alias(c) for c, k in zip(keep_cols, kept, strict=True)], _PROBABILITY
     )
-    return with_prediction(scored, keep_cols, F.col(_PROBABILITY), meta["classes"])
+    return with_prediction(scored, keep_cols, F.col(_PROBABILITY), card.classes)
 
 
 def _load(blob: Broadcast[bytes] | Shipped, digest: str) -> Any:

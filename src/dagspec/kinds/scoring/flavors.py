@@ -11,7 +11,7 @@ fingerprints. Adding a flavor is a module beside these (importing ``flavor_base`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.scoring import flavor_keras, flavor_spark_ml, flavor_xgboost
@@ -19,12 +19,20 @@ from dagspec.kinds.scoring import flavor_keras, flavor_spark_ml, flavor_xgboost
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from dagspec.kinds.model_card import ModelCard
+
 
 class FlavorModule(Protocol):
     """A flavor module: its ``transform`` (the contract is in ``dagspec.kinds.scoring.flavor_base``)."""
 
     def transform(
-        self, spark: SparkSession, model_dir: str, meta: dict[str, Any], df: DataFrame, keep_cols: list[str]
+        self,
+        spark: SparkSession,
+        model_dir: str,
+        card: ModelCard,
+        df: DataFrame,
+        keep_cols: list[str],
+        batch_size: int | None,
     ) -> DataFrame: ...
 
 

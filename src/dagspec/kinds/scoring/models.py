@@ -9,20 +9,19 @@ of a model (``model.json``'s ``flavor``) selects its module in the registry
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import ArrayType, DoubleType, IntegerType
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.model_card import read_model_card
+from dagspec.kinds.model_card import ModelCard, read_model_card
 from dagspec.kinds.scoring.flavor_base import PREDICTION, PROBABILITY, local_path
 from dagspec.kinds.scoring.flavors import get_flavor
 
 
-def read_model_meta(model_dir: str) -> dict[str, Any]:
-    """``model.json`` of a model directory, validated as a ``ModelCard``, as the dict the flavors read."""
-    return read_model_card(local_path(model_dir), shown_as=model_dir).meta()
+def read_card(model_dir: str) -> ModelCard:
+    """``model.json`` of a model directory (a local path or a ``file://`` URI), as its ``ModelCard``."""
+    return read_model_card(local_path(model_dir), shown_as=model_dir)
 
 
 def transform_with_model(
@@ -38,7 +37,7 @@ def transform_with_model(
 
     ``min_rows_per_task``: fewer tasks for a small ``df`` (see ``coalesce_small``).
     """
-    meta = read_model_meta(model_dir)
+    card = read_card(model_dir)
     keep = list(dict.fromkeys(keep_cols))
     clashes = [c for c in keep if c in (PROBABILITY, PREDICTION)]
     if clashes:
@@ -46,12 +45,10 @@ def transform_with_model(
     missing = [c for c in keep if c not in df.columns]
     if missing:
         raise StageFailedError(f"columns {missing} are not in the data; columns: {', '.join(df.columns)}")
-    if batch_size is not None:
-        meta = {**meta, "batch_size": batch_size}
     if min_rows_per_task is not None:
         df = coalesce_small(df, min_rows_per_task)
-    result = get_flavor(meta["flavor"]).transform(spark, model_dir, meta, df, keep)
-    _check_contract(meta["flavor"], result, df, keep, len(meta["classes"]))
+    result = get_flavor(card.flavor).transform(spark, model_dir, card, df, keep, batch_size)
+    _check_contract(card.flavor, result, df, keep, len(card.classes))
     return result
 
 

@@ -10,7 +10,7 @@ The test joins two such tables on (key, k) and reduces the pairs to a few sums p
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from dagspec.errors import StageFailedError
+from dagspec.kinds.evaluation_report import EvaluationReport
 from dagspec.kinds.scoring.intervals import PairedSums, PlacementSums, chunk_sums, paired_delong, placements
 from dagspec.kinds.scoring.metrics import RocPass
 
@@ -112,8 +113,8 @@ def _paired(sides: Mapping[bool, Any]) -> PairedSums:
 
 def paired_tests(
     spark: SparkSession,
-    report_a: tuple[Mapping[str, Any], str],
-    report_b: tuple[Mapping[str, Any], str],
+    report_a: tuple[EvaluationReport, str],
+    report_b: tuple[EvaluationReport, str],
     level: float,
 ) -> dict[str, Any]:
     """Paired DeLong tests of two evaluate reports (metrics, folder), per class value.
@@ -121,18 +122,17 @@ def paired_tests(
     Fails when either report has no placements or the reports are not over the same rows.
     """
     (a, folder_a), (b, folder_b) = report_a, report_b
-    for metrics, folder in ((a, folder_a), (b, folder_b)):
-        if not metrics.get("placements"):
+    for evaluation, folder in ((a, folder_a), (b, folder_b)):
+        if not evaluation.placements:
             raise StageFailedError(
-                f"the report of {metrics.get('model')!r} ({folder}) has no per-row placements: "
+                f"the report of {evaluation.model!r} ({folder}) has no per-row placements: "
                 "set key_col on its evaluate stage to test AUCs paired"
             )
     sums, matched, disagreeing = paired_sums(spark, f"{folder_a}/{PLACEMENTS_DIR}", f"{folder_b}/{PLACEMENTS_DIR}")
-    if disagreeing or matched != a["rows"] or matched != b["rows"]:
+    if disagreeing or matched != a.rows or matched != b.rows:
         raise StageFailedError(
-            f"the reports of {a.get('model')!r} ({a['rows']} rows) and {b.get('model')!r} ({b['rows']} rows) are "
+            f"the reports of {a.model!r} ({a.rows} rows) and {b.model!r} ({b.rows} rows) are "
             f"not over the same rows: {matched} keys match, {disagreeing} of them with different labels "
             "(are the keys unique and the test data the same?)"
         )
-    classes: Sequence[Any] = a["classes"]
-    return {str(classes[k]): paired_delong(s, level) for k, s in sorted(sums.items())}
+    return {str(a.classes[k]): paired_delong(s, level) for k, s in sorted(sums.items())}

@@ -31,20 +31,18 @@ def predict(inputs: Inputs, params: PredictParams, ctx: StageContext) -> Outputs
     from pyspark.sql import functions as F
 
     from dagspec.kinds.scoring.flavor_base import PREDICTION, PROBABILITY
-    from dagspec.kinds.scoring.models import read_model_meta, transform_with_model
+    from dagspec.kinds.scoring.models import read_card, transform_with_model
 
     model_dir, df = inputs["model"], inputs["data"]
     assert isinstance(model_dir, str) and not isinstance(df, str)
-    meta = read_model_meta(model_dir)
+    card = read_card(model_dir)
     keep = list(dict.fromkeys(([params.key_col] if params.key_col else []) + params.passthrough))
     scored = transform_with_model(
         ctx.spark, model_dir, df, keep, batch_size=params.batch_size, min_rows_per_task=params.min_rows_per_task
     )
     if params.probabilities == "columns":
         # getItem in the JVM: the model's UDF still runs once per row (the array is projected once)
-        probs = [F.col(PROBABILITY).getItem(i).alias(f"prob_{c}") for i, c in enumerate(meta["classes"])]
+        probs = [F.col(PROBABILITY).getItem(i).alias(f"prob_{c}") for i, c in enumerate(card.classes)]
         scored = scored.select(*keep, *probs, PREDICTION)
-    ctx.metrics.update(
-        flavor=meta["flavor"], task=meta["task"], classes=meta["classes"], model_stage=ctx.input_stage("model")
-    )
+    ctx.metrics.update(flavor=card.flavor, task=card.task, classes=card.classes, model_stage=ctx.input_stage("model"))
     return {"data": scored}

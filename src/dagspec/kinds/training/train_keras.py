@@ -15,7 +15,6 @@ import json
 import logging
 import re
 import time
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
@@ -32,12 +31,12 @@ from dagspec.kinds.base import (
     StageParams,
     kind,
 )
-from dagspec.kinds.model_card import ModelCard, label_class_names, training_data
+from dagspec.kinds.class_names import label_class_names
+from dagspec.kinds.model_card import ModelCard, training_data
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from dagspec.kinds.training.keras_inputs import InputSpec
     from dagspec.kinds.training.keras_loop import TrainJob
 
 log = logging.getLogger("dagspec.stage")
@@ -354,10 +353,3 @@ def _worker_failure(message: str) -> str:
     # cut Spark's own stack trace that follows the Python exception
     end = re.search(r"\n\s+at org\.apache\.spark|\n\tat ", text)
     return text[: end.start()] if end else text[:8000]
-
-
-def model_input_specs(model_json: Mapping[str, Any]) -> list[InputSpec]:
-    """The input specs recorded in a model.json (for inference with ``keras_inputs.encode_features``)."""
-    from dagspec.kinds.training.keras_inputs import InputSpec
-
-    return [InputSpec.from_json(s) for s in model_json["inputs"]]

@@ -35,7 +35,7 @@ from dagspec.kinds.base import (
     StageParams,
     kind,
 )
-from dagspec.kinds.model_card import ModelCard, training_data
+from dagspec.kinds.model_card import Features, ModelCard, training_data
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -138,7 +138,7 @@ def train_xgboost(inputs: Inputs, params: TrainXGBoostParams, ctx: StageContext)
     train = inputs["train"]
     validation = inputs.get("validation")
     assert not isinstance(train, str) and not isinstance(validation, str)
-    meta = feature_meta(train, params.label_col, params.features_col)
+    features = feature_layout(train, params.label_col, params.features_col)
     for role, table in (("train", train), ("validation", validation)):
         if table is not None:
             require_labels(table, params.label_col, [0, 1], who="train_xgboost", role=role)
@@ -149,9 +149,11 @@ def train_xgboost(inputs: Inputs, params: TrainXGBoostParams, ctx: StageContext)
     out = ctx.local_output_dir("model")
     with ResourceMonitor() as monitor:
         if params.workers == 1:
-            booster, history = _train_single_node(ctx, params, meta, init, start_round, scratch)
+            booster, history = _train_single_node(ctx, params, features, init, start_round, scratch)
         else:
-            booster, history = _train_spark(ctx.spark, train, validation, params, meta, init, start_round, scratch, out)
+            booster, history = _train_spark(
+                ctx.spark, train, validation, params, features, init, start_round, scratch, out
+            )
     booster.save_model(str(out / ARTIFACT))
     resources = monitor.summary()
     final = {"final_logloss": {name: values[-1] for name, values in history.items()}} if history else {}
@@ -159,12 +161,9 @@ def train_xgboost(inputs: Inputs, params: TrainXGBoostParams, ctx: StageContext)
         flavor="xgboost",
         kind="train_xgboost",
         artifact=ARTIFACT,
-        features_col=meta["features_col"],
+        **features.model_dump(),
         label_col=params.label_col,
-        input_columns=meta["input_columns"],
-        input_shapes={meta["features_col"] or "columns": [meta["num_features"]]},
-        num_features=meta["num_features"],
-        missing=meta["missing"],
+        input_shapes={features.features_col or "columns": [features.num_features]},
         classes=[0, 1],
         task="binary",
         params={**params.booster_params(), "num_round": params.num_round, "workers": params.workers},
@@ -190,7 +189,7 @@ def train_xgboost(inputs: Inputs, params: TrainXGBoostParams, ctx: StageContext)
     return {}
 
 
-def feature_meta(df: DataFrame, label_col: str, features_col: str | None) -> dict[str, Any]:
+def feature_layout(df: DataFrame, label_col: str, features_col: str | None) -> Features:
     """Vector column (hashed) or numeric columns (as_is); the default is what ctr_features writes."""
     from pyspark.ml.linalg import VectorUDT
     from pyspark.sql import functions as F
@@ -209,17 +208,14 @@ def feature_meta(df: DataFrame, label_col: str, features_col: str | None) -> dic
         if first is None:
             raise StageFailedError("the training data is empty")
         size = first["n"] if first["n"] is not None else first["v"]
-        return {
-            "features_col": features_col,
-            "input_columns": [features_col],
-            "num_features": int(size),
-            "missing": 0.0,
-        }
+        return Features(features_col=features_col, input_columns=[features_col], num_features=int(size), missing=0.0)
     columns = [f.name for f in df.schema.fields if f.name != label_col and f.dataType.typeName() in _NUMERIC]
     others = [f.name for f in df.schema.fields if f.name != label_col and f.name not in columns]
     if others:
         raise StageFailedError(f"as_is training needs numeric columns only; not numeric: {others}")
-    return {"features_col": None, "input_columns": columns, "num_features": len(columns), "missing": float("nan")}
+    if not columns:
+        raise StageFailedError(f"as_is training needs numeric columns besides the label {label_col!r}: there are none")
+    return Features(input_columns=columns, num_features=len(columns), missing=float("nan"))
 
 
 _NUMERIC = {"byte", "short", "integer", "long", "float", "double", "decimal"}
@@ -258,7 +254,7 @@ def checkpoint_callback(path: Path, every: int) -> Any:
 def _train_single_node(
     ctx: StageContext,
     params: TrainXGBoostParams,
-    meta: dict[str, Any],
+    features: Features,
     init: Any,
     start_round: int,
     scratch: Path,
@@ -272,7 +268,7 @@ def _train_single_node(
         raise StageFailedError("train_xgboost: the train input is not wired")
     train_files = parquet_files(train_path)
     with external_pages(scratch) as pages:
-        dtrain, ctx.metrics["train_data"] = quantile_matrix(train_files, meta, params, cache_dir=pages)
+        dtrain, ctx.metrics["train_data"] = quantile_matrix(train_files, features, params, cache_dir=pages)
         if pages.exists():
             ctx.metrics["external_memory_mb"] = round(
                 sum(f.stat().st_size for f in pages.rglob("*") if f.is_file()) / 2**20, 1
@@ -280,7 +276,7 @@ def _train_single_node(
         evals = [(dtrain, "train")]
         if val_path is not None:
             val_files = parquet_files(val_path)
-            dval, _ = quantile_matrix(val_files, meta, params, ref=dtrain)
+            dval, _ = quantile_matrix(val_files, features, params, ref=dtrain)
             evals.append((dval, "validation"))
         booster_params = {**params.booster_params(), "nthread": params.nthread or os.cpu_count() or 1}
         history: dict[str, dict[str, list[float]]] = {}
@@ -323,7 +319,7 @@ def _train_spark(
     train: DataFrame,
     validation: DataFrame | None,
     params: TrainXGBoostParams,
-    meta: dict[str, Any],
+    features: Features,
     init: Any,
     start_round: int,
     scratch: Path,
@@ -343,7 +339,7 @@ def _train_spark(
     remaining = params.num_round - start_round
     if remaining <= 0:
         return init, {}
-    vector = meta["features_col"] is not None
+    vector = features.features_col is not None
     data = train
     extra: dict[str, Any] = {}
     if validation is not None:
@@ -352,7 +348,7 @@ def _train_spark(
         )
         extra["validation_indicator_col"] = "_is_validation"
     classifier = SparkXGBClassifier(
-        features_col=meta["features_col"] if vector else meta["input_columns"],
+        features_col=features.features_col or features.input_columns,
         label_col=params.label_col,
         num_workers=params.workers,
         n_estimators=remaining,
@@ -368,7 +364,7 @@ def _train_spark(
         tree_method=params.tree_method,
         max_bin=params.max_bin,
         random_state=params.seed,
-        missing=meta["missing"],
+        missing=features.missing,
         enable_sparse_data_optim=vector,
         xgb_model=init,
         callbacks=[checkpoint_callback(scratch / CHECKPOINT, params.checkpoint_every)],

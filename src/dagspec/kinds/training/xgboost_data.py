@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +23,9 @@ import pyarrow.compute as pc
 
 from dagspec.errors import StageFailedError
 from dagspec.storage import local_path
+
+if TYPE_CHECKING:
+    from dagspec.kinds.model_card import Features
 
 
 class MatrixParams(Protocol):
@@ -78,11 +81,11 @@ def dense_from_columns(batch: pa.RecordBatch | pa.Table, columns: list[str]) -> 
     return out
 
 
-def features_of(batch: pa.RecordBatch | pa.Table, meta: dict[str, Any]) -> Any:
-    """The model input of one batch as model.json describes it (vector column or numeric columns)."""
-    if meta.get("features_col"):
-        return csr_from_vectors(batch.column(meta["features_col"]), int(meta["num_features"]))
-    return dense_from_columns(batch, list(meta["input_columns"]))
+def features_of(batch: pa.RecordBatch | pa.Table, features: Features) -> Any:
+    """The model input of one batch as the card's ``Features`` describe it (vector column or numeric columns)."""
+    if features.features_col:
+        return csr_from_vectors(batch.column(features.features_col), features.num_features)
+    return dense_from_columns(batch, features.input_columns)
 
 
 def parquet_files(path: str) -> list[str]:
@@ -94,7 +97,7 @@ def parquet_files(path: str) -> list[str]:
 
 
 def arrow_iter(
-    files: list[str], meta: dict[str, Any], label_col: str, batch_rows: int, cache_prefix: str | None = None
+    files: list[str], features: Features, label_col: str, batch_rows: int, cache_prefix: str | None = None
 ) -> Any:
     """An xgboost.DataIter over Arrow record batches of the Parquet shards (nothing via Spark).
 
@@ -105,7 +108,7 @@ def arrow_iter(
     import pyarrow.parquet as pq
     import xgboost as xgb
 
-    columns = [label_col, *meta["input_columns"]]
+    columns = [label_col, *features.input_columns]
 
     def batches() -> Iterator[pa.RecordBatch]:
         for file in files:
@@ -125,7 +128,7 @@ def arrow_iter(
             for batch in self._batches:
                 if batch.num_rows:
                     label = batch.column(label_col).to_numpy(zero_copy_only=False).astype("float32")
-                    input_data(data=features_of(batch, meta), label=label)
+                    input_data(data=features_of(batch, features), label=label)
                     return True
             return False
 
@@ -149,11 +152,11 @@ def uncompressed_mb(files: list[str], columns: list[str]) -> float:
     return total / 2**20
 
 
-def load_mode(files: list[str], meta: dict[str, Any], params: MatrixParams) -> LoadMode:
+def load_mode(files: list[str], features: Features, params: MatrixParams) -> LoadMode:
     """How ``quantile_matrix`` loads the shards: as asked, or by their decoded size (Parquet footers)."""
     if params.load in ("memory", "stream", "external"):
         return params.load  # type: ignore[return-value]
-    size_mb = uncompressed_mb(files, [params.label_col, *meta["input_columns"]])
+    size_mb = uncompressed_mb(files, [params.label_col, *features.input_columns])
     if size_mb <= params.in_memory_max_mb:
         return "memory"
     if params.external_min_mb and size_mb >= params.external_min_mb:
@@ -162,7 +165,7 @@ def load_mode(files: list[str], meta: dict[str, Any], params: MatrixParams) -> L
 
 
 def quantile_matrix(
-    files: list[str], meta: dict[str, Any], params: MatrixParams, ref: Any = None, cache_dir: Path | None = None
+    files: list[str], features: Features, params: MatrixParams, ref: Any = None, cache_dir: Path | None = None
 ) -> tuple[Any, LoadMode]:
     """A QuantileDMatrix of the shards, and how it was loaded (``load_mode``).
 
@@ -175,20 +178,22 @@ def quantile_matrix(
     import pyarrow.dataset as ds
     import xgboost as xgb
 
-    mode = load_mode(files, meta, params)
+    mode = load_mode(files, features, params)
     if mode == "external" and cache_dir is None:
         mode = "stream"
     if mode == "memory":
-        table = ds.dataset(files, format="parquet").to_table(columns=[params.label_col, *meta["input_columns"]])
+        table = ds.dataset(files, format="parquet").to_table(columns=[params.label_col, *features.input_columns])
         label = table.column(params.label_col).to_numpy().astype("float32")
-        data = features_of(table, meta)
+        data = features_of(table, features)
         del table
-        matrix = xgb.QuantileDMatrix(data, label=label, max_bin=params.max_bin, missing=meta["missing"], ref=ref)
+        matrix = xgb.QuantileDMatrix(data, label=label, max_bin=params.max_bin, missing=features.missing, ref=ref)
         return matrix, mode
     if mode == "external":
         assert cache_dir is not None
         cache_dir.mkdir(parents=True, exist_ok=True)
-        batches = arrow_iter(files, meta, params.label_col, params.batch_rows, cache_prefix=str(cache_dir / "pages"))
-        return xgb.ExtMemQuantileDMatrix(batches, max_bin=params.max_bin, missing=meta["missing"], ref=ref), mode
-    batches = arrow_iter(files, meta, params.label_col, params.batch_rows)
-    return xgb.QuantileDMatrix(batches, max_bin=params.max_bin, missing=meta["missing"], ref=ref), mode
+        batches = arrow_iter(
+            files, features, params.label_col, params.batch_rows, cache_prefix=str(cache_dir / "pages")
+        )
+        return xgb.ExtMemQuantileDMatrix(batches, max_bin=params.max_bin, missing=features.missing, ref=ref), mode
+    batches = arrow_iter(files, features, params.label_col, params.batch_rows)
+    return xgb.QuantileDMatrix(batches, max_bin=params.max_bin, missing=features.missing, ref=ref), mode
