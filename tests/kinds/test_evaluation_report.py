@@ -63,8 +63,10 @@ def test_a_newer_report_is_refused_by_every_reader(tmp_path: Path) -> None:
             r"this one$",
         ):
             read(tmp_path)
-    with pytest.raises(StageFailedError, match=r"^gate: eval \(.*\)/metrics\.json has report_version 2"):
+    with pytest.raises(StageFailedError, match=rf"^gate: input 'eval': {tmp_path}/metrics\.json has report_version 2"):
         READERS["gate"](tmp_path)
+    with pytest.raises(StageFailedError, match=rf"^input 'xgb': {tmp_path}/metrics\.json has report_version 2"):
+        READERS["compare"](tmp_path)
 
 
 def test_an_invalid_report_names_the_file_and_the_key(tmp_path: Path) -> None:

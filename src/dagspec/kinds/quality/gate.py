@@ -145,7 +145,10 @@ def gate(inputs: Inputs, params: GateParams, ctx: StageContext) -> Outputs:
 
 def read_report(path: str, stage: str | None) -> EvaluationReport:
     """An evaluate report's ``metrics.json``, as its ``EvaluationReport``."""
-    return read_evaluation_report(Path(storage.local_path(path)), shown_as=f"gate: {stage or path} ({path})")
+    try:
+        return read_evaluation_report(Path(storage.local_path(path)), shown_as=path)
+    except StageFailedError as exc:
+        raise StageFailedError(f"gate: input {stage or path!r}: {exc}") from exc
 
 
 def metric_values(report: EvaluationReport, params: GateParams) -> dict[str, float | None]:

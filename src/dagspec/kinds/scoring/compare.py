@@ -181,7 +181,10 @@ def _yes_no(value: bool | None) -> str:
 
 def _read_report(role: str, path: str) -> tuple[EvaluationReport, dict[str, Any]]:
     folder = Path(local_path(path))
-    evaluation = read_evaluation_report(folder, shown_as=f"input {role!r} ({path})")
+    try:
+        evaluation = read_evaluation_report(folder, shown_as=path)
+    except StageFailedError as exc:
+        raise StageFailedError(f"input {role!r}: {exc}") from exc
     try:
         curves = json.loads((folder / CURVES_FILE).read_text())
     except FileNotFoundError as exc:
