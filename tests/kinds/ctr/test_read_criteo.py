@@ -150,3 +150,46 @@ def test_copy_of_sample_with_crlf_reads_the_same(spark, home, tmp_path: Path) ->
     _, m = _run(spark, tmp_path, crlf)
     assert m["rows"] == {"data": 1000} and m["metrics"]["rows_rejected"] == 0
     shutil.rmtree(tmp_path / "storage", ignore_errors=True)
+
+
+def test_every_rule_on_odd_lines_each_counted_with_its_reason(spark, home, tmp_path: Path) -> None:
+    """The fast path (a cast per field) leaves each rule intact: odd but valid values read right, bad ones rejected."""
+    base = CRITEO_SAMPLE.read_text().splitlines()[0].split("\t")  # 1  5  110  <empty>  16 ...
+
+    def line(**fields: str) -> str:
+        values = list(base)
+        for name, value in fields.items():
+            values[["label", *[f"I{i}" for i in range(1, 14)], *[f"C{i}" for i in range(1, 27)]].index(name)] = value
+        return "\t".join(values)
+
+    good = [
+        line(label="+1", I1="7.00", C1=" abc "),  # float-written, blanks around a categorical
+        line(label="1.0", I2=" 12 "),  # float-written label, blanks around an integer
+        line(C2='say "hi'),  # a lone quote is an ordinary character: no lines joined
+        line(I3="-3"),
+    ]
+    bad = {
+        line(I1="2.5"): "I1 is not an integer: 2.5",
+        line(I4="1e3"): "I4 is not an integer: 1e3",
+        line(label="-0"): "label must be 0 or 1, got -0",
+        line(label=""): "label is missing",
+        line(label="x"): "label is not an integer: x",
+        "": "expected 40 fields, got 1",
+        "\t" * 39: "label is missing",
+    }
+    data = tmp_path / "odd.tsv"
+    data.write_text("\n".join([*good, *bad]) + "\n")
+    stage, m = _run(spark, tmp_path, data, max_rejected_fraction=1)
+    assert m["rows"] == {"data": len(good)} and m["metrics"]["lines"] == len(good) + len(bad)
+    assert m["metrics"]["rejected"] == len(bad) and m["metrics"]["integers_written_as_floats"] == 2
+    rejected = {r["line"]: r["reason"] for r in spark.read.parquet(m["metrics"]["rejected_path"]).collect()}
+    assert rejected == bad
+    rows = spark.read.parquet(stage.output_path("data")).collect()
+    (minus3,) = [r for r in rows if r["I3"] == -3]
+    assert minus3["C2"] == "e21f5d58" and minus3["I1"] == 5
+    (quoted,) = [r for r in rows if r["C2"] == 'say "hi']
+    assert quoted["C3"] == base[16]
+    (seven,) = [r for r in rows if r["I1"] == 7]
+    assert seven["label"] == 1 and seven["C1"] == "abc"
+    (twelve,) = [r for r in rows if r["I2"] == 12]
+    assert twelve["label"] == 1
