@@ -20,20 +20,17 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
-from dagspec import checkpoint, storage
+from dagspec import checkpoint
 from dagspec.errors import SpecIssue
 from dagspec.kinds.catalog import Catalog
 from dagspec.spec.models import PipelineSpec, contains_template
 from dagspec.spec.params import StageParamsError, render_stage_params, stage_context, standin_context
-from dagspec.storage import project_home
+from dagspec.spec.roots import STORAGE_ROOT_ENV, root_path
 
 
 def storage_root(spec: PipelineSpec, home: Path | None = None, override: str | None = None) -> str:
     """The absolute storage root: ``override`` or $DAGSPEC_STORAGE_ROOT, else the spec's."""
-    root = override or os.environ.get("DAGSPEC_STORAGE_ROOT") or spec.storage.root
-    if storage.is_uri(root):
-        return root.rstrip("/")
-    return str(((home or project_home()) / root).resolve())
+    return root_path(override or os.environ.get(STORAGE_ROOT_ENV) or spec.storage.root, home)
 
 
 @dataclass(frozen=True)

@@ -41,12 +41,17 @@ def absolute(path: str, home: Path) -> str:
     return os.path.realpath(home / storage.local_path(path))
 
 
-def deployment_storage_root(home: Path | None = None) -> str:
-    """The deployment's storage root: ``$DAGSPEC_STORAGE_ROOT``, else ``<project>/.dagspec/storage``."""
-    root = os.environ.get(STORAGE_ROOT_ENV) or DEFAULT_STORAGE_ROOT
-    if storage.is_uri(root):  # as the tasks see it (dagspec.plan.resolve.resolve_storage_root)
+def root_path(root: str, home: Path | None = None) -> str:
+    """A storage root as the tasks use it: a URI as it is (no trailing slash), a local path absolute
+    against the project."""
+    if storage.is_uri(root):
         return root.rstrip("/")
     return str(((home or storage.project_home()) / root).resolve())
+
+
+def deployment_storage_root(home: Path | None = None) -> str:
+    """The deployment's storage root: ``$DAGSPEC_STORAGE_ROOT``, else ``<project>/.dagspec/storage``."""
+    return root_path(os.environ.get(STORAGE_ROOT_ENV) or DEFAULT_STORAGE_ROOT, home)
 
 
 def _listed(variable: str) -> list[str]:

@@ -105,9 +105,10 @@ def checkpoint_files(checkpoint: str, table_outputs: Iterable[str] = ()) -> list
     manifest lists once committed (reports, plots, model cards), hidden and marker files left out,
     and no output named in ``table_outputs``."""
     stage_dir, _, fingerprint = checkpoint.rstrip("/").rpartition("/")
+    tables = set(table_outputs)
     found: list[str] = []
     for output in file_outputs(Checkpoint(stage_dir, fingerprint)):
-        if output in set(table_outputs):
+        if output in tables:
             continue
         for info in storage.list_files(f"{checkpoint}/{output}"):
             inner = posixpath.relpath(storage.local_path(info.path), storage.local_path(checkpoint))

@@ -12,7 +12,6 @@ counted in the manifest's metrics. How a line is split and checked: ``ctr.criteo
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -28,11 +27,6 @@ from dagspec.kinds.quality.quarantine import keep_rejected
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-# Rejected rows collected while the data is written (lines up to _KEPT_LINE_CHARS characters): a
-# quarantine of at most this many rows needs no second pass over the files.
-_KEEP_REJECTED = 10_000
-_KEPT_LINE_CHARS = 4_096
 
 
 class CriteoOptions(Protocol):
@@ -117,9 +111,9 @@ def read_criteo(
 ) -> dict[str, DataFrame]:
     """Parse raw Criteo lines and write ``data`` (returns ``{}``); bad ones go to the quarantine.
 
-    One pass over the files: the good rows are written while the counts, the header lines and
-    (up to ``_KEEP_REJECTED`` of them) the rejected rows are observed; only a file with more
-    rejected rows than that is read a second time, for the quarantine.
+    One pass over the files: the good rows are written while the counts and the header lines are
+    observed; only files with rejected lines are read a second time, by Spark, for the quarantine
+    (nothing of the rows passes through this process).
     """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -130,7 +124,6 @@ def read_criteo(
     delimiter = params.delimiter if params.delimiter is not None else "\t"
     parsed = parse_lines(spark, files, params, delimiter)
     is_rejected = F.col("_reason").isNotNull()
-    kept = F.when(is_rejected & (F.length("line") <= _KEPT_LINE_CHARS), F.lit(1))
     header = F.when(F.col("_header"), F.col("_names"))
     observation = Observation("read_criteo")
     observed = parsed.observe(
@@ -143,9 +136,6 @@ def read_criteo(
         F.max(header).alias("last_names"),
         F.min_by("file", header).alias("first_file"),
         F.max_by("file", header).alias("last_file"),
-        F.to_json(F.max_by(F.struct("line", F.col("_reason").alias("reason"), "file"), kept, _KEEP_REJECTED)).alias(
-            "kept"
-        ),
     )
     good = observed.where(~is_rejected & ~F.col("_header")).select("_row.*")
     good.write.mode("error").parquet(ctx.output_path("data"))
@@ -162,12 +152,10 @@ def read_criteo(
             "integers_written_as_floats": int(stats["floats"]),
         }
     )
-    kept_rows = json.loads(stats["kept"]) if stats["kept"] else []
-    if len(kept_rows) == rejected_n:  # all observed: no second pass
-        schema = "line STRING, reason STRING, file STRING"
-        rejected = spark.createDataFrame([(r["line"], r["reason"], r["file"]) for r in kept_rows], schema)
-    else:
+    if rejected_n:
         rejected = parsed.where(is_rejected).select("line", F.col("_reason").alias("reason"), "file")
+    else:  # an empty quarantine: no second pass
+        rejected = spark.createDataFrame([], "line STRING, reason STRING, file STRING")
     keep_rejected(
         ctx,
         rejected,
