@@ -63,7 +63,7 @@ def test_all_errors_of_a_file_are_reported_at_once() -> None:
     found = issues_of("unknown_key.yaml")
     assert found == [
         "pipelines/unknown_key.yaml:2:1: schedul: unknown key 'schedul' (did you mean 'schedule'?); expected one of: "
-        "dag_id, description, schedule, start_date, catchup, max_active_runs, tags, default_args, params, storage, spark, stages",
+        "dag_id, description, schedule, start_date, catchup, max_active_runs, tags, default_args, params, storage, partitions, spark, stages",
         "pipelines/unknown_key.yaml:6:46: stages.raw.params.partitons: unknown key 'partitons' (did you mean "
         "'options'?); expected one of: " + found[1].split("expected one of: ")[1],
     ]

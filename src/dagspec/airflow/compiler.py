@@ -18,6 +18,7 @@ from dagspec.errors import SpecError
 from dagspec.kinds.catalog import load_catalog
 from dagspec.spec.loader import pipelines_dir, spec_files
 from dagspec.spec.models import FORCE_PARAM, INVALID_SPECS_DAG_ID, PipelineSpec, parse_ref
+from dagspec.spec.partitions import PARTITIONS_PARAM
 from dagspec.spec.together import crash_error, load_specs
 
 
@@ -45,6 +46,13 @@ def _params(spec: PipelineSpec) -> dict[str, Param]:
         FORCE_PARAM,
         Param(False, type="boolean", description="Recompute every stage even if its checkpoint exists"),
     )
+    if spec.partitions is not None:
+        params[PARTITIONS_PARAM] = Param(
+            None,
+            type=["string", "null"],
+            description="Backfill: compute only these partitions of the partitioned stages (KEY, FROM..TO, FROM.. "
+            "or ..TO) and skip the other stages; empty: a normal run (every missing partition, then the rest)",
+        )
     return params
 
 

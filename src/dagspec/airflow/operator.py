@@ -26,9 +26,9 @@ from typing import Any, NoReturn
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset
-from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
-from dagspec import jvm
+from dagspec import jvm, storage
 from dagspec.airflow.client_process import start_client
 from dagspec.errors import ConnectionMissingError, DagspecError
 from dagspec.kinds.catalog import load_catalog
@@ -45,11 +45,14 @@ from dagspec.plan.modes import (
     is_server_on_this_machine,
     redact_url,
 )
+from dagspec.plan.partitions import partitioned_manifest, run_scope
 from dagspec.plan.reasons import is_hit, stage_status
 from dagspec.plan.resolve import ResolvedStage, resolve_pipeline
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
 from dagspec.spec.params import RUN_CONTEXT_KEYS, is_true
+from dagspec.spec.partitions import PARTITIONS_PARAM
 
+MAX_ARGUMENT = 100_000  # characters of stage JSON passed as an argument; longer goes through a file
 SUBMIT_CONN_EXTRA = "submit_conn_id"  # Connect connection extra: the spark connection of own-driver stages
 
 
@@ -69,6 +72,17 @@ def spark_submit_binary() -> str:
     """spark-submit of this environment: on PATH, else beside the running Python."""
     found = shutil.which("spark-submit")
     return found or str(Path(sys.executable).parent / "spark-submit")
+
+
+def stage_argument(stage: ResolvedStage) -> str:
+    """The job's argument: the stage's JSON, or ``@<file>`` holding it when it is too long for one
+    argument (Linux: 128 KiB; a stage of many partitions), written beside the stage's checkpoints."""
+    text = stage.to_json()
+    if len(text) < MAX_ARGUMENT:
+        return text
+    path = f"{stage.stage_dir}/_plan-{stage.fingerprint}.json"
+    storage.write_text(path, text)
+    return f"@{path}"
 
 
 class DagspecStageOperator(SparkSubmitOperator):
@@ -102,14 +116,25 @@ class DagspecStageOperator(SparkSubmitOperator):
         stage = self.resolve(context)
         if stage.blocked:  # another spec's output it reads was never committed
             raise AirflowException(f"stage {stage.name!r}: {'; '.join(stage.blocked)}")
+        scope = run_scope(template_context(context))
+        if scope.limited and not stage.partitioned:
+            raise AirflowSkipException(
+                f"this run computes partitions {context['params'].get(PARTITIONS_PARAM)} of the partitioned stages "
+                f"only (run param {PARTITIONS_PARAM!r}); stage {stage.name!r} is not partitioned"
+            )
         force = is_true(context["params"].get(FORCE_PARAM, False))
         status = stage_status(stage, forced=force)
         self.log.info("%s", status.line(stage))
         if status.done:
             self.log.info("checkpoint hit: %s; nothing to run", stage.checkpoint_dir)
-            stage.checkpoint.point_latest()  # what this run stands for is what other specs read
+            if not stage.partitioned:
+                stage.checkpoint.point_latest()  # what this run stands for is what other specs read
             self.record(stage, context)
             return
+        planned = stage
+        if stage.partitioned:  # the job gets the partitions to compute only
+            todo = {k: p for k, p in stage.partitions.items() if not stage_status(p, forced=force).done}
+            stage = stage.model_copy(update={"partitions": todo})
         connection = self._connection(self._conn_id)
         mode = self.mode_of(stage, connection)
         self.log.info("stage %s: %s", stage.name, mode.line)
@@ -123,12 +148,17 @@ class DagspecStageOperator(SparkSubmitOperator):
             self.submit(stage, context)
         if not is_hit(stage):
             raise AirflowException(f"the stage returned but {stage.checkpoint_dir} is not a complete checkpoint")
-        self.record(stage, context)
+        self.record(planned, context)
 
     def record(self, stage: ResolvedStage, context: Any) -> None:
         """What this run ran of the stage: its run record (``dagspec.plan.history``, what the UI shows
         of the run) and each output's asset event, both from the committed manifest."""
-        manifest = stage.checkpoint.manifest() or {}
+        manifest: dict[str, Any]
+        if stage.partitioned:
+            manifest = {"stage": stage.name, "kind": stage.kind, "fingerprint": stage.fingerprint}
+            manifest.update(partitioned_manifest(stage.partitions, str(context["run_id"])))
+        else:
+            manifest = stage.checkpoint.manifest() or {}
         ti = context.get("ti")
         written = write_stage_record(
             stage.storage_root,
@@ -138,7 +168,11 @@ class DagspecStageOperator(SparkSubmitOperator):
         events = context["outlet_events"]
         for output in self.spec.outputs_of(self.stage_name):
             extra = asset_extra(manifest, output, stage.output_path(output))
-            events[stage_asset(self.spec.dag_id, self.stage_name, output)].extra = extra
+            event = events[stage_asset(self.spec.dag_id, self.stage_name, output)]
+            event.extra = extra
+            computed = (manifest.get("metrics") or {}).get("partitions_computed") or []
+            if computed:  # Airflow's partitioned asset events: one per partition this run computed
+                event.add_partitions([str(key) for key in computed])
 
     def mode_of(self, stage: ResolvedStage, connection: Any) -> ExecutionMode:
         """The stage's execution mode under ``connection`` (an Airflow Connection)."""
@@ -179,7 +213,7 @@ class DagspecStageOperator(SparkSubmitOperator):
 
     def connect_client_command(self, stage: ResolvedStage, *, force: bool, extra: dict[str, Any]) -> list[str]:
         """argv of the Connect client process (the URL, which may hold a token, goes in its environment)."""
-        return [sys.executable, self.application, *(["--force"] if force else []), stage.to_json()]
+        return [sys.executable, self.application, *(["--force"] if force else []), stage_argument(stage)]
 
     def connect_client_env(self, extra: dict[str, Any]) -> dict[str, str]:
         """Environment of the Connect client process: this one's, the project's, and the server's URL."""
@@ -235,7 +269,7 @@ class DagspecStageOperator(SparkSubmitOperator):
 
     def prepare_submit(self, stage: ResolvedStage, *, force: bool) -> None:
         """Set what spark-submit gets: the stage as its argument, the environment, a user kind's module."""
-        self.application_args = (["--force"] if force else []) + [stage.to_json()]
+        self.application_args = (["--force"] if force else []) + [stage_argument(stage)]
         self._spark_binary = self._spark_binary or spark_submit_binary()
         self.env_vars = {**self._submit_env(), **(self.env_vars or {})}
         catalog = load_catalog(Path(self.home))

@@ -24,6 +24,7 @@ from dagspec.job.connect_auth import server_token, with_token
 from dagspec.job.connect_server import ServerSettings, ensure_server, out_of_memory
 from dagspec.job.executor_wait import watch_executors
 from dagspec.job.failure import stage_failure
+from dagspec.job.partitions import run_partitions
 from dagspec.job.runtime import run_stage
 from dagspec.job.session import create_session
 from dagspec.kinds.catalog import load_catalog, plugins_dir
@@ -207,7 +208,8 @@ class _RedactingFormatter(logging.Formatter):
 
 
 def main(argv: list[str]) -> int:
-    """Parse the argument, start the session, run the stage; 0 on success or a hit, 1 on failure."""
+    """Parse the argument (the stage's JSON, or ``@file`` holding it), start the session, run the stage
+    (a partitioned stage: its partitions); 0 on success or a hit, 1 on failure."""
     if argv == [STAGE_ON_STDIN]:
         received = stage_from_stdin()
         if received is None:
@@ -221,7 +223,7 @@ def main(argv: list[str]) -> int:
     if len(args) != 1:
         print("usage: run_stage.py [--force] STAGE_JSON", file=sys.stderr)
         return 2
-    stage = ResolvedStage.from_json(args[0])
+    stage = ResolvedStage.from_json(Path(args[0][1:]).read_text() if args[0].startswith("@") else args[0])
     os.environ.setdefault("DAGSPEC_HOME", stage.home)
     url = os.environ.get(CONNECT_URL_VAR)
     try:
@@ -230,6 +232,10 @@ def main(argv: list[str]) -> int:
         if not url:  # a driver of its own: never wait forever for executors
             watch_executors(spark, app_name, lambda cause: announce(stage, StageFailure(stage.name, stage.kind, cause)))
         try:
+            if stage.partitioned:
+                return run_partitions(
+                    spark, stage, force=force, report=lambda part, exc: report_failure(part, exc, url)
+                )
             result = run_stage(spark, stage, force=force)
         finally:
             with contextlib.suppress(Exception):  # a dead Connect server cannot release the session

@@ -24,7 +24,7 @@ from dagspec.kinds.base import InputSource, IOType, StageContext
 from dagspec.kinds.catalog import Catalog, load_catalog
 from dagspec.plan.fingerprint import data_identity
 from dagspec.plan.reasons import is_hit
-from dagspec.plan.resolve import ResolvedStage
+from dagspec.plan.resolve import ResolvedInput, ResolvedStage
 from dagspec.processes import own_peak_rss_mb
 
 if TYPE_CHECKING:
@@ -45,6 +45,9 @@ def read_inputs(spark: SparkSession, stage: ResolvedStage) -> dict[str, DataFram
     """Tables as DataFrames over the committed Parquet; files inputs as their directory path."""
     inputs: dict[str, DataFrame | str] = {}
     for role, source in stage.inputs.items():
+        if source.parts or not source.path:  # a window of a partitioned stage: its partitions as one table
+            inputs[role] = _read_parts(spark, stage, role, source)
+            continue
         source.checkpoint.require([source.output], f"stage {stage.name!r}, input {role!r} ({source.stage})")
         if source.content and source.checkpoint.content(source.output) != source.content:
             # the key holds the content planned; a forced rerun of the upstream replaced it since
@@ -54,6 +57,22 @@ def read_inputs(spark: SparkSession, stage: ResolvedStage) -> dict[str, DataFram
             )
         inputs[role] = spark.read.parquet(source.path) if source.type == IOType.TABLE else source.path
     return inputs
+
+
+def _read_parts(spark: SparkSession, stage: ResolvedStage, role: str, source: ResolvedInput) -> DataFrame:
+    for part in source.parts:
+        part.checkpoint.require([part.output], f"stage {stage.name!r}, input {role!r} ({part.stage} {part.partition})")
+        if part.content and part.checkpoint.content(part.output) != part.content:
+            raise StageFailedError(
+                f"stage {stage.name!r}: input {role!r} ({part.stage} partition {part.partition}) was recomputed with "
+                "other content after this stage was planned; run it again"
+            )
+    if not source.parts:
+        raise StageFailedError(
+            f"stage {stage.name!r}: input {role!r} reads partitions of {source.stage!r}, but its window holds none "
+            "(no partition committed or in the run's scope)"
+        )
+    return spark.read.parquet(*[part.path for part in source.parts])
 
 
 def _check_source_files(stage: ResolvedStage) -> None:
@@ -103,7 +122,9 @@ def run_stage(
             work_dir=work_dir,
             scratch_root=stage.checkpoint.scratch_path,
             sources={
-                r: InputSource(i.stage, i.output, i.path, i.type, i.fingerprint, i.content)
+                r: InputSource(
+                    i.stage, i.output, i.path, i.type, i.fingerprint, i.content, tuple(p.path for p in i.parts)
+                )
                 for r, i in stage.inputs.items()
             },
             source_files=list(stage.source_files),
@@ -115,7 +136,11 @@ def run_stage(
         t0, cpu0 = time.perf_counter(), _cpu_seconds()
         inputs = read_inputs(spark, stage)
         # an input returned unchanged (check passes its table through) is linked, not rewritten
-        unchanged = {id(df): stage.inputs[role].path for role, df in inputs.items() if not isinstance(df, str)}
+        unchanged = {
+            id(df): stage.inputs[role].path
+            for role, df in inputs.items()
+            if not isinstance(df, str) and stage.inputs[role].path  # a window's union is written anew
+        }
         try:
             outputs: Mapping[str, DataFrame] = kind.function(inputs, params, context) or {}
             manifest_outputs = _write_outputs(spark, stage, context, outputs, unchanged)
@@ -138,6 +163,7 @@ def run_stage(
                     "path": i.path,
                     "content": i.content,
                     "committed": i.committed,
+                    **({"partitions": {p.partition: p.content for p in i.parts}} if i.parts or not i.path else {}),
                 }
                 for role, i in stage.inputs.items()
             },

@@ -237,6 +237,8 @@ class InputSource:
     type: IOType
     fingerprint: str = ""  # of the stage that wrote it
     content: str | None = None  # the output's content digest (None: not recorded)
+    # every committed folder the input reads: one, or a window's partitions (then ``path`` is "")
+    paths: tuple[str, ...] = ()
 
 
 @dataclass
@@ -301,9 +303,22 @@ class StageContext:
         return path
 
     def input_path(self, role: str) -> str | None:
-        """The committed path an input role reads (None when the role is not wired)."""
+        """The committed path an input role reads (None when the role is not wired); an input reading
+        several partitions has none (``input_paths``)."""
         source = self.sources.get(role)
-        return source.path if source else None
+        if source is not None and not source.path and len(source.paths) != 1:
+            raise DagspecError(
+                f"stage {self.stage_name!r}: input {role!r} reads {len(source.paths)} partitions of {source.stage!r}, "
+                "and this kind reads one table folder: read it through a stage that is not partitioned first"
+            )
+        return (source.path or source.paths[0]) if source else None
+
+    def input_paths(self, role: str) -> list[str]:
+        """Every committed folder an input role reads: one, or each partition of a window ([] when not wired)."""
+        source = self.sources.get(role)
+        if source is None:
+            return []
+        return list(source.paths) or [source.path]
 
     def input_stage(self, role: str) -> str | None:
         """The name of the stage an input role reads from (None when not wired)."""

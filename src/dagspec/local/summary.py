@@ -19,6 +19,7 @@ from dagspec import checkpoint
 from dagspec.errors import DagspecError
 from dagspec.local.project import display
 from dagspec.plan.resolve import default_context, resolve_pipeline
+from dagspec.plan.resolved import PARTITIONS_DIR
 from dagspec.spec.models import PipelineSpec
 
 
@@ -33,6 +34,7 @@ class Outcome:
     ran: bool
     checkpoint: str
     published: str | None = None
+    partitions: tuple[int, int] | None = None  # a partitioned stage: (computed in the run, partitions read)
 
 
 def stage_outcomes(spec: PipelineSpec, overrides: Mapping[str, Any], started: float) -> dict[str, Outcome] | None:
@@ -45,9 +47,12 @@ def stage_outcomes(spec: PipelineSpec, overrides: Mapping[str, Any], started: fl
     since = datetime.fromtimestamp(started, UTC)
     outcomes = {}
     for name, stage in plan.items():
-        manifest = stage.checkpoint.manifest() or {}
-        began = str(manifest.get("started", ""))
-        ran = bool(began) and datetime.fromisoformat(began) >= since
+        if stage.partitioned:  # ran: any of its partitions computed in this run
+            ran_keys = [k for k, part in stage.partitions.items() if _began_since(part.checkpoint.manifest(), since)]
+            where = f"{stage.stage_dir}/{PARTITIONS_DIR}"
+            outcomes[name] = Outcome(bool(ran_keys), where, None, (len(ran_keys), len(stage.partitions)))
+            continue
+        ran = _began_since(stage.checkpoint.manifest(), since)
         published = stage.publish_path
         if published is not None and checkpoint.published_fingerprint(published) != stage.fingerprint:
             published = None
@@ -55,10 +60,18 @@ def stage_outcomes(spec: PipelineSpec, overrides: Mapping[str, Any], started: fl
     return outcomes
 
 
+def _began_since(manifest: Mapping[str, Any] | None, since: datetime) -> bool:
+    began = str((manifest or {}).get("started", ""))
+    return bool(began) and datetime.fromisoformat(began) >= since
+
+
 def task_line(task_id: str, state: str, duration: float, outcome: Outcome | None, home: Path) -> str:
     """One line of the run's table: ``ran`` with its duration, or ``hit`` with the checkpoint it found."""
     if outcome is None or state != "success":
         return f"  {task_id:24} {state:16} {duration:7.1f} s"
+    if outcome.partitions is not None:
+        ran, total = outcome.partitions
+        return f"  {task_id:24} {'ran' if ran else 'hit':6} {duration:7.1f} s  partitions: {ran} computed of {total}"
     if outcome.ran:
         return f"  {task_id:24} {'ran':6} {duration:7.1f} s"
     return f"  {task_id:24} {'hit':6} {duration:7.1f} s  {_shown(outcome.checkpoint, home)}"

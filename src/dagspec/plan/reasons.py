@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dagspec import checkpoint, storage
+from dagspec.plan.partitions import shown_keys
 from dagspec.plan.resolve import ResolvedStage
 
 MAX_REASONS = 12
@@ -44,6 +45,8 @@ def is_hit(stage: ResolvedStage) -> bool:
 
 def stage_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
     """Will this stage run, and why."""
+    if stage.partitioned:
+        return partitioned_status(stage, forced=forced)
     if forced:
         return StageStatus("missing", ["forced (param force=true)"])
     if stage.blocked:
@@ -74,6 +77,22 @@ def stage_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
         return StageStatus("missing", ["new: the last checkpoint of this stage predates recorded cache keys"])
     reasons = key_changes(old_key, stage.key)
     return StageStatus("missing", reasons[:MAX_REASONS] or ["new: no difference in the recorded key"])
+
+
+def partitioned_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
+    """A partitioned stage is done when every partition the run reads is; else the partitions that
+    run, and why the first few do."""
+    states = {key: stage_status(part, forced=forced) for key, part in stage.partitions.items()}
+    todo = [key for key, state in states.items() if not state.done]
+    left = f"; {len(stage.skipped)} outside the run's scope and not committed: left alone" if stage.skipped else ""
+    if not todo:
+        return StageStatus("done", [f"partitions: {len(states)} done{left}"] if states or left else [])
+    reasons = [f"partitions: {len(todo)} of {len(states)} to compute{left}"]
+    by_reason: dict[str, list[str]] = {}  # the partitions of each first reason: one line per reason
+    for key in todo:
+        by_reason.setdefault((states[key].reasons or ["?"])[0], []).append(key)
+    reasons += [f"{shown_keys(keys)}: {why}" for why, keys in by_reason.items()]
+    return StageStatus("missing", reasons[:MAX_REASONS])
 
 
 def published_by_other_run(stage: ResolvedStage, published: str) -> str:

@@ -13,111 +13,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from dagspec import checkpoint, storage
-from dagspec.checkpoint import Checkpoint
 from dagspec.errors import StageConfigError
 from dagspec.kinds.base import IOType, KindDef, StageParams
 from dagspec.kinds.catalog import Catalog, load_catalog
 from dagspec.plan.fingerprint import code_hashes, data_identity, fingerprint_of, library_versions, result_conf
+from dagspec.plan.partitions import Partition, list_partitions, run_scope
+from dagspec.plan.resolved import PARTITIONS_DIR
+from dagspec.plan.resolved import ResolvedInput as ResolvedInput  # re-exported
+from dagspec.plan.resolved import ResolvedStage as ResolvedStage  # re-exported: what callers import from here
 from dagspec.spec.exports import storage_root
 from dagspec.spec.loader import spec_files
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec, parse_ref
 from dagspec.spec.params import StageParamsError, render_stage_params, stage_context, stage_param_issues
+from dagspec.spec.partitions import PartitionWindow
 from dagspec.spec.spec_input import SpecInput
 from dagspec.spec.together import claims_of
 from dagspec.storage import project_home
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ResolvedInput(_Frozen):
-    """Where a stage's input role reads from."""
-
-    role: str
-    stage: str
-    output: str
-    fingerprint: str
-    stage_dir: str
-    path: str
-    type: IOType
-    outputs: list[str]
-    content: str | None = None  # the committed output's content digest (None: not committed yet, or an old one)
-    committed: str = ""  # when the upstream checkpoint read was committed
-    spec: str = ""  # the dag_id of the spec whose output this is, when it is another spec's
-
-    @property
-    def checkpoint(self) -> Checkpoint:
-        return Checkpoint(self.stage_dir, self.fingerprint)
-
-    @property
-    def key(self) -> str:
-        """This input in the reader's cache key: the upstream output's content when known (early
-        cutoff: an upstream recomputed to identical bytes leaves the reader's key unchanged), else
-        the upstream's fingerprint."""
-        if self.content:
-            return f"{self.stage}.{self.output}#{self.content}"
-        return f"{self.stage}.{self.output}@{self.fingerprint}"
-
-
-class ResolvedStage(_Frozen):
-    """A stage ready to run: rendered params, cache key, fingerprint and every path.
-
-    This model is what crosses from the Airflow side (or the CLI) to the Spark job, as JSON.
-    """
-
-    dag_id: str
-    name: str
-    kind: str
-    params: dict[str, Any]
-    key: dict[str, Any]
-    fingerprint: str
-    storage_root: str
-    stage_dir: str
-    home: str
-    inputs: dict[str, ResolvedInput] = Field(default_factory=dict)
-    outputs: dict[str, IOType] = Field(default_factory=dict)
-    source_files: list[str] = Field(default_factory=list)
-    conf: dict[str, str] = Field(default_factory=dict)
-    publish_path: str | None = None
-    written_name: str = ""  # the stage as written in the spec (a matrix stage for its expansions)
-    # the first upstream stages not committed yet: the content of what they lead to is part of
-    # this key, so until they run this fingerprint is provisional (each task resolves it again)
-    pending: list[str] = Field(default_factory=list)
-    # the run's spec params (``force`` left out), kept in the manifest: which run published an export
-    run_params: dict[str, Any] = Field(default_factory=dict)
-    # the Airflow run resolving it ("" outside a run), kept in the manifest: which run computed a checkpoint
-    run_id: str = ""
-    # why the stage cannot run: another spec's output it reads has no committed checkpoint yet
-    blocked: list[str] = Field(default_factory=list)
-
-    @property
-    def checkpoint(self) -> Checkpoint:
-        return Checkpoint(self.stage_dir, self.fingerprint)
-
-    @property
-    def checkpoint_dir(self) -> str:
-        return self.checkpoint.path
-
-    @property
-    def success_path(self) -> str:
-        return self.checkpoint.success_path
-
-    def output_path(self, name: str) -> str:
-        """Path of one output inside the committed checkpoint."""
-        return self.checkpoint.output_path(name)
-
-    def to_json(self) -> str:
-        """The single argument a job receives."""
-        return self.model_dump_json()
-
-    @classmethod
-    def from_json(cls, text: str) -> ResolvedStage:
-        """Inverse of to_json (validated)."""
-        return cls.model_validate_json(text)
 
 
 def resolve_storage_root(spec: PipelineSpec, home: Path | None = None, override: str | None = None) -> str:
@@ -171,49 +83,109 @@ def resolve_pipeline(
     storage_root: str | None = None,
     catalog: Catalog | None = None,
 ) -> dict[str, ResolvedStage]:
-    """Render, validate, key and fingerprint every stage, upstream first."""
+    """Render, validate, key and fingerprint every stage, upstream first (a partitioned stage: each
+    of its partitions, ``dagspec.plan.partitions``)."""
     home = home or project_home()
     catalog = catalog or load_catalog(home)
-    root = resolve_storage_root(spec, home, storage_root)
     check_matrix_params(spec, context)
     run_params = {k: v for k, v in (context.get("params") or {}).items() if k in spec.params and k != FORCE_PARAM}
-    resolved: dict[str, ResolvedStage] = {}
-    manifests: dict[str, dict[str, Any] | None] = {}
+    planner = _Planner(spec, context, home, resolve_storage_root(spec, home, storage_root), catalog, run_params)
     for name in spec.stage_order():
         stage = spec.stages[name]
         kind = catalog.get(stage.kind)
         if kind is None:
             raise StageConfigError(f"{spec.source}: stage {name!r}: {catalog.unknown_message(stage.kind)}")
+        planner.resolved[name] = planner.partitioned(name, kind) if stage.partitioned else planner.stage(name, kind)
+    return planner.resolved
+
+
+class _Planner:
+    """The state of one resolution: the stages resolved so far and the manifests read."""
+
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        context: Mapping[str, Any],
+        home: Path,
+        root: str,
+        catalog: Catalog,
+        run_params: dict[str, Any],
+    ) -> None:
+        self.spec, self.context, self.home, self.root, self.catalog = spec, context, home, root, catalog
+        self.run_params = run_params
+        self.resolved: dict[str, ResolvedStage] = {}
+        self.manifests: dict[str, dict[str, Any] | None] = {}
+        self.scope = run_scope(context)
+        self._partitions: list[Partition] | None = None
+
+    @property
+    def partitions(self) -> list[Partition]:
+        if self._partitions is None:
+            self._partitions = list_partitions(self.spec, self.context, self.home)
+        return self._partitions
+
+    def _input(self, role: str, upstream: ResolvedStage, output: str, pending: set[str]) -> ResolvedInput:
+        """An input reading one committed (or to be committed) checkpoint: the upstream's, or its partition's."""
+        cache = f"{upstream.stage_dir}@{upstream.fingerprint}"
+        if cache not in self.manifests:
+            self.manifests[cache] = upstream.checkpoint.manifest()
+        committed = self.manifests[cache]
+        if committed is None or committed.get("fingerprint") != upstream.fingerprint:
+            pending.update(upstream.pending or [upstream.name])  # the stages that must run first
+            committed = {}
+        return ResolvedInput(
+            role=role,
+            stage=upstream.name,
+            output=output,
+            fingerprint=upstream.fingerprint,
+            stage_dir=upstream.stage_dir,
+            path=upstream.output_path(output),
+            type=upstream.outputs[output],
+            outputs=list(upstream.outputs),
+            content=(committed.get("content") or {}).get(output),
+            committed=str(committed.get("finished", "")),
+            partition=upstream.partition,
+        )
+
+    def _window(self, role: str, upstream: ResolvedStage, output: str, reader: str, pending: set[str]) -> ResolvedInput:
+        """An input reading some partitions of a partitioned stage (all of them, or its window)."""
+        window = self.spec.stages[reader].windows().get(role) or PartitionWindow(stage=upstream.name)
+        keys = window.select(list(upstream.partitions), self.scope.run_key)
+        parts = [self._input(role, upstream.partitions[k], output, pending) for k in keys]
+        return ResolvedInput(
+            role=role,
+            stage=upstream.name,
+            output=output,
+            fingerprint=upstream.fingerprint,
+            stage_dir=upstream.stage_dir,
+            path="",
+            type=upstream.outputs[output],
+            outputs=list(upstream.outputs),
+            parts=parts,
+        )
+
+    def stage(self, name: str, kind: KindDef, partition: Partition | None = None) -> ResolvedStage:
+        """One stage, or one partition of a partitioned stage."""
+        spec, stage = self.spec, self.spec.stages[name]
+        context = {**self.context, "partition": partition.context()} if partition else self.context
         model = render_params(spec, name, kind, context)
         params = model.model_dump(mode="json", by_alias=True)
         inputs: dict[str, ResolvedInput] = {}
         pending: set[str] = set()
         for role, ref in stage.stage_refs().items():
             upstream_name, output = parse_ref(ref)
-            upstream = resolved[upstream_name]
+            upstream = self.resolved[upstream_name]
             output = output or next(iter(upstream.outputs))
-            if upstream_name not in manifests:
-                manifests[upstream_name] = upstream.checkpoint.manifest()
-            committed = manifests[upstream_name]
-            if committed is None or committed.get("fingerprint") != upstream.fingerprint:
-                pending.update(upstream.pending or [upstream_name])  # the stages that must run first
-                committed = {}
-            inputs[role] = ResolvedInput(
-                role=role,
-                stage=upstream_name,
-                output=output,
-                fingerprint=upstream.fingerprint,
-                stage_dir=upstream.stage_dir,
-                path=upstream.output_path(output),
-                type=upstream.outputs[output],
-                outputs=list(upstream.outputs),
-                content=(committed.get("content") or {}).get(output),
-                committed=str(committed.get("finished", "")),
-            )
+            if upstream.partitioned and partition is not None:
+                inputs[role] = self._input(role, upstream.partitions[partition.key], output, pending)
+            elif upstream.partitioned:
+                inputs[role] = self._window(role, upstream, output, name, pending)
+            else:
+                inputs[role] = self._input(role, upstream, output, pending)
         spec_keys: dict[str, str] = {}
         blocked: list[str] = []
         for role, spec_ref in sorted(stage.spec_inputs().items()):
-            found = resolve_spec_input(role, spec_ref, root, Path(spec.source).parent if spec.source else None)
+            found = resolve_spec_input(role, spec_ref, self.root, Path(spec.source).parent if spec.source else None)
             if isinstance(found, str):
                 spec_keys[role] = f"{spec_ref.spec}:{spec_ref.output}@none"
                 blocked.append(found)
@@ -223,7 +195,7 @@ def resolve_pipeline(
         data: dict[str, str] = {}
         files: list[str] = []
         if kind.source_paths is not None:
-            data, files = data_identity(kind.source_paths(model, frozenset(stage.inputs)), home)
+            data, files = data_identity(kind.source_paths(model, frozenset(stage.inputs)), self.home)
         conf = _stage_conf(spec, name)
         code = code_hashes(kind.module)
         key = {
@@ -237,29 +209,73 @@ def resolve_pipeline(
         }
         if spec_keys:  # only then: the keys of stages that read no other spec keep their fingerprints
             key["upstream_specs"] = spec_keys
+        if partition is not None:  # only then, likewise
+            key["partition"] = partition.key
         published = kind.published_path(model)
-        resolved[name] = ResolvedStage(
+        folder = f"{spec.dag_id}/{name}" + (f"/{PARTITIONS_DIR}/{partition.key}" if partition else "")
+        return ResolvedStage(
             dag_id=spec.dag_id,
             name=name,
             kind=kind.name,
             params=params,
             key=key,
             fingerprint=fingerprint_of(key),
-            storage_root=root,
-            stage_dir=storage.join_under(root, f"{spec.dag_id}/{name}"),
-            home=str(home),
+            storage_root=self.root,
+            stage_dir=storage.join_under(self.root, folder),
+            home=str(self.home),
             inputs=inputs,
             outputs=dict(kind.output_types(model)),
             source_files=files,
             conf=conf,
-            publish_path=checkpoint.export_target(root, published) if published else None,
+            publish_path=checkpoint.export_target(self.root, published) if published else None,
             written_name=spec.written_stage(name),
             pending=sorted(pending),
-            run_params=run_params,
-            run_id=str(context.get("run_id") or ""),
+            run_params=self.run_params,
+            run_id=str(self.context.get("run_id") or ""),
             blocked=blocked,
+            partition=partition.key if partition else "",
         )
-    return resolved
+
+    def partitioned(self, name: str, kind: KindDef) -> ResolvedStage:
+        """A partitioned stage: each partition resolved on its own; the stage stands for them all.
+
+        A partition the run may not compute (outside its scope) is kept only when committed."""
+        upstreams = [self.resolved[parse_ref(ref)[0]] for ref in self.spec.stages[name].stage_refs().values()]
+        known = [set(u.partitions) for u in upstreams if u.partitioned]
+        parts: dict[str, ResolvedStage] = {}
+        skipped: list[str] = []
+        for partition in self.partitions:
+            if any(partition.key not in k for k in known):
+                continue  # an upstream partition the run left out: so is this one
+            resolved = self.stage(name, kind, partition)
+            if not self.scope.allows(partition.key) and not resolved.checkpoint.state(resolved.outputs).done:
+                skipped.append(partition.key)
+                continue
+            parts[partition.key] = resolved
+        model = render_params(self.spec, name, kind, self.context)  # a stand-in partition: what the kind is
+        key = {"kind": kind.name, "partitions": {k: p.fingerprint for k, p in parts.items()}}
+        return ResolvedStage(
+            dag_id=self.spec.dag_id,
+            name=name,
+            kind=kind.name,
+            params=model.model_dump(mode="json", by_alias=True),
+            key=key,
+            fingerprint=fingerprint_of(key),
+            storage_root=self.root,
+            stage_dir=storage.join_under(self.root, f"{self.spec.dag_id}/{name}"),
+            home=str(self.home),
+            outputs=dict(kind.output_types(model)),
+            conf=_stage_conf(self.spec, name),
+            written_name=self.spec.written_stage(name),
+            pending=sorted({n for p in parts.values() for n in p.pending}),
+            run_params=self.run_params,
+            run_id=str(self.context.get("run_id") or ""),
+            blocked=sorted({b for p in parts.values() for b in p.blocked}),
+            partitioned=True,
+            partitions=parts,
+            skipped=skipped,
+            parallel=self.spec.partitions.parallel if self.spec.partitions else 1,
+        )
 
 
 def resolve_spec_input(role: str, ref: SpecInput, root: str, folder: Path | None = None) -> ResolvedInput | str:

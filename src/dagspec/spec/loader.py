@@ -32,6 +32,7 @@ from dagspec.spec.params import (
     stage_param_issues,
     standin_context,
 )
+from dagspec.spec.partitions import PARTITIONS_PARAM, PartitionWindow
 from dagspec.spec.yaml_source import Location, YamlDocument, dotted_location, load_yaml_file
 
 
@@ -77,6 +78,7 @@ def spec_from_document(doc: YamlDocument, catalog: Catalog | None = None) -> Pip
         raise SpecValidationError(issues.issues) from None
     spec = _expanded(written, issues, catalog)
     _check_stages(spec, issues, catalog)
+    _check_partitions(spec, issues)
     for issue in overlap_issues(export_claims(spec, catalog), across_files=False):
         issues.add_issue(issue)  # two stages of this spec publishing to one folder
     if issues.issues:
@@ -166,6 +168,8 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector, catalog: Catalog)
                 continue
             if isinstance(ref, str):
                 _check_reference(spec, name, ref, loc, outputs, _input_role(kind, role), issues)
+            elif isinstance(ref, PartitionWindow):
+                _check_reference(spec, name, ref.stage, (*loc, "stage"), outputs, _input_role(kind, role), issues)
             elif (wanted := _input_role(kind, role)) is not None:  # checked with the folder (asset_links)
                 spec._input_types[(name, role)] = wanted.type.value
         if kind is not None:
@@ -184,6 +188,51 @@ def _check_stages(spec: PipelineSpec, issues: _IssueCollector, catalog: Catalog)
     except graphlib.CycleError as exc:
         cycle = exc.args[1]
         issues.add(("stages", spec.written_stage(cycle[0]), "inputs"), f"cycle between stages: {' -> '.join(cycle)}")
+
+
+def _check_partitions(spec: PipelineSpec, issues: _IssueCollector) -> None:
+    """Partitioned stages need the spec's ``partitions``; a window reads a partitioned stage's table
+    from a stage that is not partitioned; a partitioned stage's files are read per partition only."""
+    if spec.partitions is not None and PARTITIONS_PARAM in spec.params:
+        issues.add(
+            ("params", PARTITIONS_PARAM),
+            f"param {PARTITIONS_PARAM!r} is dagspec's in a partitioned spec "
+            "(which partitions a run computes): rename it",
+            at_key=True,
+        )
+    for name, stage in spec.stages.items():
+        written = spec.written_stage(name)
+        if stage.partitioned and spec.partitions is None:
+            issues.add(
+                ("stages", written, "partitioned"),
+                "a partitioned stage needs the spec's `partitions:` ({files: GLOB} or {values: [...]})",
+            )
+        if stage.partitioned and spec.matrix_of(name):
+            issues.add(("stages", written, "partitioned"), "a matrix stage cannot be partitioned")
+        for role, ref in stage.stage_refs().items():
+            upstream, output = parse_ref(ref)
+            if upstream not in spec.stages:
+                continue  # reported with the references
+            loc: Location = ("stages", written, "inputs", role)
+            window = stage.windows().get(role)
+            if window is not None and not spec.stages[upstream].partitioned:
+                issues.add(
+                    loc,
+                    f"a window reads the partitions of a partitioned stage; {upstream!r} is not partitioned "
+                    f"(read it as {ref!r})",
+                )
+            elif window is not None and stage.partitioned:
+                issues.add(
+                    loc, f"a partitioned stage reads its own partition of {upstream!r}: give {ref!r}, not a window"
+                )
+            elif spec.stages[upstream].partitioned and not stage.partitioned:
+                type_ = spec.output_type(upstream, output or next(iter(spec.outputs_of(upstream)), ""))
+                if type_ is not None and type_ != IOType.TABLE.value:
+                    issues.add(
+                        loc,
+                        f"{ref!r} is {type_} per partition of a partitioned stage: only tables of "
+                        "several partitions can be read as one",
+                    )
 
 
 def _input_role(kind: KindDef | None, role: str) -> InputRole | None:

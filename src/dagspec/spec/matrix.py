@@ -24,6 +24,7 @@ from typing import Any
 
 from dagspec.kinds.catalog import Catalog
 from dagspec.spec.models import MAX_TASK_ID_LENGTH, Location, MatrixValue, ParamSpec, StageSpec, parse_ref
+from dagspec.spec.partitions import PartitionWindow
 from dagspec.spec.spec_input import SpecInput
 
 SEPARATOR = "__"
@@ -205,8 +206,11 @@ def _expansions(
         combinations = [{}]
     out = []
     for values in combinations:
-        inputs: dict[str, str | SpecInput] = dict(stage.spec_inputs())  # another spec's output: as written
+        # another spec's output, a window of a partitioned stage (never a matrix stage): as written
+        inputs: dict[str, str | SpecInput | PartitionWindow] = {**stage.spec_inputs(), **stage.windows()}
         for role, ref in stage.stage_refs().items():
+            if role in inputs:
+                continue
             upstream, output = parse_ref(ref)
             upstream_matrix = matrices.get(upstream, {})
             tail = f".{output}" if output else ""

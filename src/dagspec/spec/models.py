@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from dagspec.spec.partitions import PartitionsSpec, PartitionWindow
 from dagspec.spec.roots import DEFAULT_STORAGE_ROOT, check_storage_root
 from dagspec.spec.safety import check_conf_key, check_conf_value
 from dagspec.spec.schedule import SCHEDULE_PRESETS, AssetSchedule, FilesSchedule, Schedule, check_cron
@@ -187,8 +188,14 @@ class StageSpec(_Model):
     description: str | None = Field(default=None, description="shown as the task's doc in the UI")
     inputs: dict[str, StageInput] = Field(
         default_factory=dict,
-        description="role -> 'stage' or 'stage.output' of this spec (the DAG's edges), or {spec: dag_id, "
+        description="role -> 'stage' or 'stage.output' of this spec (the DAG's edges); {stage: ..., last: N, "
+        "skip_last: N, from: KEY, to: KEY}: a window of a partitioned stage's partitions; or {spec: dag_id, "
         "output: stage.output}: another spec's output, read from its last committed checkpoint",
+    )
+    partitioned: bool = Field(
+        default=False,
+        description="compute and checkpoint each partition of the spec's `partitions` on its own "
+        "({{ partition.key }}, {{ partition.path }} in params); a new partition runs only itself",
     )
     params: dict[str, Any] = Field(
         default_factory=dict, description="the kind's params; strings may be Jinja templates ({{ params.x }})"
@@ -204,7 +211,9 @@ class StageSpec(_Model):
 
     @field_validator("inputs")
     @classmethod
-    def _references_are_well_formed(cls, inputs: dict[str, str | SpecInput]) -> dict[str, str | SpecInput]:
+    def _references_are_well_formed(
+        cls, inputs: dict[str, str | SpecInput | PartitionWindow]
+    ) -> dict[str, str | SpecInput | PartitionWindow]:
         for role, ref in inputs.items():
             if isinstance(ref, str) and not re.match(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)?$", ref):
                 raise ValueError(
@@ -214,8 +223,16 @@ class StageSpec(_Model):
         return inputs
 
     def stage_refs(self) -> dict[str, str]:
-        """role -> 'stage' or 'stage.output': the inputs read from this spec's own stages."""
-        return {role: ref for role, ref in self.inputs.items() if isinstance(ref, str)}
+        """role -> 'stage' or 'stage.output': the inputs read from this spec's own stages (windows included)."""
+        return {
+            role: ref.stage if isinstance(ref, PartitionWindow) else ref
+            for role, ref in self.inputs.items()
+            if isinstance(ref, str | PartitionWindow)
+        }
+
+    def windows(self) -> dict[str, PartitionWindow]:
+        """role -> the window of a partitioned stage's partitions this input reads."""
+        return {role: ref for role, ref in self.inputs.items() if isinstance(ref, PartitionWindow)}
 
     def spec_inputs(self) -> dict[str, SpecInput]:
         """role -> another spec's output: the inputs read from other specs' committed checkpoints."""
@@ -255,6 +272,11 @@ class PipelineSpec(_Model):
         default_factory=dict, description="run parameters: the trigger form, `dagspec run -p`, REST conf"
     )
     storage: StorageSpec = Field(default_factory=StorageSpec, description="where checkpoints live")
+    partitions: PartitionsSpec | None = Field(
+        default=None,
+        description="what `partitioned: true` stages are partitioned by: {files: GLOB} (a partition per file) or "
+        "{values: [...]}; see docs/spec.md, Partitions",
+    )
     spark: SparkSpec = Field(default_factory=SparkSpec, description="Spark settings shared by every stage")
     stages: dict[str, StageSpec] = Field(
         min_length=1, description="name (the task_id) -> stage; edges come from inputs only"

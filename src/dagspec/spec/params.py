@@ -233,9 +233,17 @@ def matrix_note(values: Mapping[str, Any]) -> str:
 
 
 def stage_context(spec: PipelineSpec, stage: str, context: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``context`` plus ``matrix`` (the stage's matrix values) for an expansion of a matrix stage."""
+    """``context`` plus ``matrix`` (the stage's matrix values) for an expansion of a matrix stage, and
+    for a partitioned stage outside a partition (validation) a stand-in ``partition``."""
     values = spec.matrix_of(stage)
-    return {**context, "matrix": values} if values else context
+    context = {**context, "matrix": values} if values else context
+    written = spec.stages.get(stage)
+    if written is not None and written.partitioned and "partition" not in context and spec.partitions:
+        declared = spec.partitions.values or []
+        files = spec.partitions.files or ""
+        path = "/standin/partition" if is_templated(files) else files.replace("{", "").replace("}", "")
+        context = {**context, "partition": {"key": str(declared[0]) if declared else "standin", "path": path}}
+    return context
 
 
 def stage_param_issues(spec: PipelineSpec, stage: str, problems: list[ParamProblem]) -> list[SpecIssue]:

@@ -13,12 +13,14 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from dagspec.spec.partitions import PartitionWindow
 from dagspec.spec.schedule import UNION_TAG_PREFIX
 
 SPEC_OUTPUT_PATTERN = r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$"
 _DAG_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"  # as dagspec.spec.models.DAG_ID_PATTERN
 _STAGE_TAG = f"{UNION_TAG_PREFIX}stage"
 _SPEC_TAG = f"{UNION_TAG_PREFIX}spec"
+_WINDOW_TAG = f"{UNION_TAG_PREFIX}window"
 
 
 class SpecInput(BaseModel):
@@ -48,10 +50,14 @@ class SpecInput(BaseModel):
 
 
 def _input_form(value: Any) -> str:
+    if isinstance(value, PartitionWindow) or (isinstance(value, dict) and "stage" in value and "spec" not in value):
+        return _WINDOW_TAG
     return _SPEC_TAG if isinstance(value, dict | SpecInput) else _STAGE_TAG
 
 
 StageInput = Annotated[
-    Annotated[str, Tag(_STAGE_TAG)] | Annotated[SpecInput, Tag(_SPEC_TAG)],
+    Annotated[str, Tag(_STAGE_TAG)]
+    | Annotated[SpecInput, Tag(_SPEC_TAG)]
+    | Annotated[PartitionWindow, Tag(_WINDOW_TAG)],
     Discriminator(_input_form),
 ]

@@ -263,10 +263,10 @@ def _train_single_node(
 
     from dagspec.kinds.training.xgboost_data import parquet_files, quantile_matrix
 
-    train_path, val_path = ctx.input_path("train"), ctx.input_path("validation")
-    if train_path is None:  # a required role: the spec cannot leave it out
+    train_paths, val_paths = ctx.input_paths("train"), ctx.input_paths("validation")
+    if not train_paths:  # a required role: the spec cannot leave it out
         raise StageFailedError("train_xgboost: the train input is not wired")
-    train_files = parquet_files(train_path)
+    train_files = [file for path in train_paths for file in parquet_files(path)]  # a window: every partition's
     with external_pages(scratch) as pages:
         dtrain, ctx.metrics["train_data"] = quantile_matrix(train_files, features, params, cache_dir=pages)
         if pages.exists():
@@ -274,8 +274,8 @@ def _train_single_node(
                 sum(f.stat().st_size for f in pages.rglob("*") if f.is_file()) / 2**20, 1
             )
         evals = [(dtrain, "train")]
-        if val_path is not None:
-            val_files = parquet_files(val_path)
+        if val_paths:
+            val_files = [file for path in val_paths for file in parquet_files(path)]
             dval, _ = quantile_matrix(val_files, features, params, ref=dtrain)
             evals.append((dval, "validation"))
         booster_params = {**params.booster_params(), "nthread": params.nthread or os.cpu_count() or 1}
