@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dagspec.job.partitions import run_partitions
 from dagspec.job.runtime import run_stage
 from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
@@ -33,8 +34,21 @@ def run_pipeline_in_process(
     plan = resolve_pipeline(spec, context)
     for name in plan:
         plan = resolve_pipeline(spec, context)
-        run_stage(spark, plan[name])
+        run_one(spark, plan[name])
     return resolve_pipeline(spec, context)
+
+
+def run_one(spark: Any, stage: ResolvedStage) -> None:
+    """Run one resolved stage (a partitioned one: each of its partitions, failures raised)."""
+    if not stage.partitioned:
+        run_stage(spark, stage)
+        return
+
+    def fail(part: ResolvedStage, exc: Exception) -> None:
+        raise exc
+
+    if run_partitions(spark, stage, force=False, report=fail, parallel=2) != 0:
+        raise AssertionError(f"a partition of {stage.name} failed")
 
 
 def run_stages(
@@ -43,7 +57,7 @@ def run_stages(
     """Run the named stages in order, each resolved after the ones before it committed; returns the plan."""
     context = default_context(spec, params)
     for name in names:
-        run_stage(spark, resolve_pipeline(spec, context)[name])
+        run_one(spark, resolve_pipeline(spec, context)[name])
     return resolve_pipeline(spec, context)
 
 

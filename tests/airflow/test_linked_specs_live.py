@@ -4,8 +4,10 @@ triggerer; tests/airflow/live.py), as a user sees them.
 - ``linked_a`` reads a small TSV; ``linked_b`` is scheduled on ``linked_a.raw.data`` and reads it
   (``{spec: linked_a, output: raw.data}``, its task's inlet): a run of A triggered through the REST
   API makes the scheduler run B by itself, and B's rows are rows of the checkpoint A committed.
-- ``linked_c`` is scheduled on ``{files: <root>/incoming/day_*.tsv}``: one new file makes exactly one
-  run, two files landing at once one more, and later polls none (the seen files hold).
+- ``linked_c`` is scheduled on ``{files: <root>/incoming/day_*.tsv}`` and partitioned by those files:
+  one new file makes exactly one run, two files landing at once one more, and later polls none (the
+  seen files hold); each run computes only the days it has not committed (a partition per day), and
+  its asset events carry those days as Airflow partition keys.
 
 An unknown asset name is a ``file:line:col`` error of the DAG file and of ``dagspec validate``
 (tests/airflow/test_asset_schedule.py, tests/spec/test_asset_schedule.py); it is not put into this
@@ -51,9 +53,11 @@ def live_specs(root: Path) -> dict[str, str]:
         f"  raw: {{kind: read, params: {{format: tsv, path: '{root}/linked_a.tsv', schema: criteo}}}}\n",
         "linked_b.yaml": f"dag_id: linked_b\n{spark}schedule: {{assets: [linked_a.raw.data]}}\nstages:\n"
         "  head: {kind: sample, inputs: {data: {spec: linked_a, output: raw.data}}, params: {n: 5, seed: 2}}\n",
+        # partitioned: a partition per day file, so a run computes only the days it has not committed
         "linked_c.yaml": f"dag_id: linked_c\n{spark}"
-        f"schedule: {{files: '{days}', poll_interval: {POLL_INTERVAL_S}}}\nstages:\n"
-        f"  raw: {{kind: read, params: {{format: tsv, path: '{days}', schema: criteo}}}}\n",
+        f"schedule: {{files: '{days}', poll_interval: {POLL_INTERVAL_S}}}\npartitions: {{files: '{days}'}}\nstages:\n"
+        "  raw: {kind: read, partitioned: true, params: {format: tsv, path: '{{ partition.path }}', schema: criteo}}\n"
+        "  total: {kind: sql, inputs: {days: raw}, params: {query: 'SELECT COUNT(*) AS n FROM days'}}\n",
     }
 
 
@@ -143,5 +147,25 @@ def test_new_files_run_c_once_per_batch_and_seen_files_never_again(linked: Airfl
         for r in (first, second)
     ]
     assert batches == [[[str(incoming / "day_00.tsv")]], [[str(incoming / f"day_0{i}.tsv") for i in (1, 2)]]]
-    raw = latest(f"{linked.root}/storage/linked_c/raw")
-    assert raw is not None and (raw.manifest() or {}).get("rows") == {"data": 30}  # the second run read all three
+    # each run computed only its new days: day_00 by the first run, day_01 and day_02 by the second
+    partitions = linked.root / "storage" / "linked_c" / "raw" / "_partitions"
+    computed = {}
+    for manifest in partitions.glob("*/*/manifest.json"):
+        recorded = json.loads(manifest.read_text())
+        computed[manifest.parent.parent.name] = (recorded["run_id"], recorded["rows"]["data"])
+    assert computed == {
+        "day_00": (first["dag_run_id"], 10),
+        "day_01": (second["dag_run_id"], 10),
+        "day_02": (second["dag_run_id"], 10),
+    }
+    # the reader of every partition read all three days; Airflow's asset events name the partitions
+    totals = [
+        json.loads(m.read_text()) for m in (linked.root / "storage" / "linked_c" / "total").glob("*/manifest.json")
+    ]
+    newest = max(totals, key=lambda m: m["finished"])
+    assert newest["inputs"]["days"]["partitions"].keys() == {"day_00", "day_01", "day_02"}
+    events = linked.api.get("/api/v2/assets/events?source_dag_id=linked_c&limit=100")["asset_events"]
+    keyed = sorted((e["source_run_id"], e.get("partition_key")) for e in events if e["name"] == "linked_c.raw.data")
+    assert keyed == sorted(
+        [(first["dag_run_id"], "day_00"), (second["dag_run_id"], "day_01"), (second["dag_run_id"], "day_02")]
+    ), events

@@ -12,8 +12,10 @@ from dagspec.job.server_identity import ServerIdentity, group_listens, read_iden
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# The server URL of each Connect session created here (by id: one or two sessions per process)
+# The server URL of each Connect session created here (by id: one or two sessions per process, more
+# for a partitioned stage's partitions run side by side), and the session settings it was given
 _REMOTES: dict[int, str] = {}
+_CONFS: dict[int, dict[str, str]] = {}
 
 
 def create_session(
@@ -36,11 +38,40 @@ def create_session(
         for key, value in (conf or {}).items():
             session.conf.set(key, value)
         _REMOTES[id(session)] = remote
+        _CONFS[id(session)] = dict(conf or {})
         return session
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
     return builder.getOrCreate()
+
+
+def sibling_session(spark: SparkSession) -> SparkSession:
+    """Another session of the same Spark (its own temporary views and session settings, the same
+    executors): for work run side by side in threads, such as a stage's partitions, where one
+    query's views must not replace another's. A Connect client gets a new server session with the
+    same settings; a classic driver a new session of its SparkContext."""
+    remote = _REMOTES.get(id(spark))
+    if remote is None:
+        return spark.newSession()
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    session = SparkSession.builder.remote(remote).create()
+    session.client.set_retry_policies([DefaultPolicy(max_retries=6, max_backoff=4000)])
+    for key, value in _CONFS.get(id(spark), {}).items():
+        session.conf.set(key, value)
+    _REMOTES[id(session)] = remote
+    _CONFS[id(session)] = dict(_CONFS.get(id(spark), {}))
+    return session
+
+
+def release_sibling(session: SparkSession) -> None:
+    """End a session ``sibling_session`` made: a Connect server session is released; a classic one
+    shares its SparkContext with the stage's own session and is left to it."""
+    if _REMOTES.pop(id(session), None) is not None:
+        _CONFS.pop(id(session), None)
+        session.stop()
 
 
 def server_record(spark: SparkSession) -> dict[str, Any] | None:

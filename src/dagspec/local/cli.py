@@ -19,7 +19,7 @@ from dagspec.local.gc import cmd_gc
 from dagspec.local.generate import GENERATORS
 from dagspec.local.inspect import cmd_describe, cmd_head
 from dagspec.local.project import load_together, spec_paths
-from dagspec.local.run import cmd_init, cmd_run, cmd_show
+from dagspec.local.run import cmd_backfill, cmd_init, cmd_run, cmd_show
 from dagspec.storage import project_home
 
 
@@ -132,6 +132,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="execution mode of the connection dagspec creates when none exists (default connect, or $DAGSPEC_MODE)",
     )
     p.set_defaults(func=cmd_run)
+
+    p = verbs.add_parser(
+        "backfill", help="compute the missing or stale partitions of a range (partitioned stages only)"
+    )
+    p.add_argument("spec")
+    p.add_argument("--from", dest="from_", metavar="KEY", help="first partition key (default: the first)")
+    p.add_argument("--to", metavar="KEY", help="last partition key (default: the last)")
+    p.add_argument(
+        "--parallel", type=int, metavar="N", help="partitions a stage computes at once (default: the spec's)"
+    )
+    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--storage-root")
+    p.add_argument("--force", action="store_true", help="recompute the range's partitions")
+    p.add_argument("-v", "--verbose", action="store_true", help="stream Airflow's output")
+    p.add_argument("--mode", choices=["connect", "spark"], help="as for run")
+    p.set_defaults(func=cmd_backfill)
 
     for verb, func, help_ in (
         ("head", cmd_head, "schema and first rows of a committed stage output (pyarrow, no Spark)"),

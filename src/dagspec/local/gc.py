@@ -2,7 +2,7 @@
 
 Reachable = the fingerprints every spec of the pipelines folder resolves to with its params'
 defaults, and every committed one of a stage whose fingerprint is provisional (an upstream of it is
-not committed, and its key will hold that upstream's content). Per stage, unreachable committed
+not committed, and its key will hold that upstream's content). Per stage (and per partition of a partitioned stage), unreachable committed
 checkpoints beyond the ``--keep`` newest are removed, with temporaries and scratch folders of
 attempts that no live lease holds, checkpoints replaced by ``--force`` and stale leases. Nothing under
 a live lease is touched; exports and run records (``.runs``) are not touched.
@@ -20,6 +20,7 @@ from dagspec.errors import DagspecError, SpecError
 from dagspec.local.project import absolute_root, display, load, spec_paths
 from dagspec.plan.history import RUNS_DIR
 from dagspec.plan.resolve import default_context, resolve_pipeline, resolve_storage_root
+from dagspec.plan.resolved import PARTITIONS_DIR
 from dagspec.spec.models import PipelineSpec
 from dagspec.storage import project_home
 
@@ -43,7 +44,8 @@ def reachable(specs: list[PipelineSpec], storage_root: str | None, home: Path) -
         except DagspecError:
             unresolved.add(spec.dag_id)  # its params need a run's context: keep all of it
             continue
-        for stage in plan.values():
+        stages = [s for stage in plan.values() for s in (stage.partitions.values() if stage.partitioned else [stage])]
+        for stage in stages:
             if stage.pending:  # its fingerprint waits for its upstream's content: keep what it has
                 found.setdefault(stage.stage_dir, set()).update(
                     e.fingerprint for e in checkpoint.stage_entries(stage.stage_dir) if e.kind == "committed"
@@ -67,6 +69,9 @@ def plan_removals(
                 continue
             stage_dir = f"{root}/{dag_id}/{stage}"
             removals += _stage_removals(stage_dir, reached.get(stage_dir, set()), keep)
+            partitions = f"{stage_dir}/{PARTITIONS_DIR}"  # a partitioned stage: each partition's own folder
+            for key in storage.list_names(partitions) if storage.is_dir(partitions) else []:
+                removals += _stage_removals(f"{partitions}/{key}", reached.get(f"{partitions}/{key}", set()), keep)
     return removals
 
 

@@ -15,6 +15,7 @@ from dagspec.errors import DagspecError
 from dagspec.spec.loader import SPEC_SUFFIXES, load_spec, pipelines_dir, spec_files
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
 from dagspec.spec.params import run_param_value
+from dagspec.spec.partitions import PARTITIONS_PARAM
 from dagspec.spec.together import LoadedSpec, load_specs
 
 
@@ -147,6 +148,9 @@ def parse_overrides(pairs: Sequence[str], spec: PipelineSpec) -> dict[str, Any]:
         name, sep, raw = pair.partition("=")
         if not sep:
             raise DagspecError(f"-p expects name=value, got {pair!r}")
+        if name == PARTITIONS_PARAM and spec.partitions is not None:  # dagspec's own run param: a scope
+            overrides[name] = raw
+            continue
         overrides[name] = yaml.safe_load(raw) if name == FORCE_PARAM else run_param_value(spec, name, raw)
     return overrides
 

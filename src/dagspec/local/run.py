@@ -38,10 +38,13 @@ from dagspec.local.project import (
 from dagspec.local.summary import counts, result_lines, stage_outcomes, task_line
 from dagspec.plan.failure import failure_line, find_failures
 from dagspec.plan.modes import execution_mode, is_server_on_this_machine
+from dagspec.plan.partitions import PARALLEL_VAR, shown_keys
 from dagspec.plan.reasons import stage_status
-from dagspec.plan.resolve import default_context, resolve_pipeline
+from dagspec.plan.resolve import ResolvedInput, ResolvedStage, default_context, resolve_pipeline
+from dagspec.plan.resolved import PARTITIONS_DIR
 from dagspec.spec.loader import pipelines_dir
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
+from dagspec.spec.partitions import PARTITIONS_PARAM
 from dagspec.storage import project_home
 
 
@@ -97,19 +100,38 @@ def stage_rows(spec: PipelineSpec, overrides: dict[str, Any], storage_root: str 
                 if spec.matrix_of(stage.name)
                 else None,
                 # another spec's output as <dag_id>.<stage>.<output>, its asset name
-                "inputs": {
-                    role: f"{i.spec + '.' if i.spec else ''}{i.stage}.{i.output}" for role, i in stage.inputs.items()
-                },
+                "inputs": {role: _input_shown(i) for role, i in _shown_inputs(stage).items()},
                 "fingerprint": stage.fingerprint,
                 "provisional": bool(stage.pending),  # decided once the pending upstream stages commit
                 "state": status.state,
                 "reasons": status.reasons,
                 "mode": mode.mode if mode else None,
                 "mode_reason": mode.reason if mode else None,
-                "output": stage.checkpoint_dir,
+                "output": f"{stage.stage_dir}/{PARTITIONS_DIR}/<key>/" if stage.partitioned else stage.checkpoint_dir,
+                "partitions": {k: stage_status(p, forced=forced).state for k, p in stage.partitions.items()}
+                if stage.partitioned
+                else None,
             }
         )
     return rows
+
+
+def _shown_inputs(stage: ResolvedStage) -> dict[str, ResolvedInput]:
+    """A stage's inputs; a partitioned stage's: those of a partition (each reads its own)."""
+    first = next(iter(stage.partitions.values()), None)
+    return first.inputs if stage.partitioned and first is not None else stage.inputs
+
+
+def _input_shown(source: ResolvedInput) -> str:
+    """An input as ``show`` prints it: ``stage.output``, another spec's as its asset name, a window
+    with the partitions it reads."""
+    name = f"{source.spec + '.' if source.spec else ''}{source.stage}.{source.output}"
+    if source.partition:
+        return f"{name}[its partition]"
+    if source.parts or not source.path:
+        keys = [p.partition for p in source.parts]
+        return f"{name}[{shown_keys(keys, 4) if keys else 'no partitions'}]"
+    return name
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -214,6 +236,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.param, spec)
     if args.force:
         overrides[FORCE_PARAM] = True
+    if getattr(args, "scope", None):  # dagspec backfill
+        if spec.partitions is None:
+            raise DagspecError(f"{display(spec_path, home)} declares no partitions: there is nothing to backfill")
+        overrides[PARTITIONS_PARAM] = args.scope
+        print(f"backfill of partitions {args.scope}: the partitioned stages compute what is missing or stale there")
+    if getattr(args, "parallel", None):
+        os.environ[PARALLEL_VAR] = str(args.parallel)
     if spec_path.parent != pipelines_dir(home).resolve():
         os.environ["DAGSPEC_PIPELINES"] = str(spec_path.parent)
     if args.storage_root:
@@ -277,6 +306,13 @@ def _print_reports(spec: PipelineSpec, checkpoints: dict[str, str]) -> None:
             continue
         for report in sorted(Path(output).glob("*/*.md")):
             print(f"\n{report}:\n{report.read_text()}")
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    """``dagspec run`` limited to the partitions ``--from``..``--to``: only the partitioned stages run,
+    each computing the partitions of the range that are missing or stale, ``--parallel`` at once."""
+    args.scope = f"{args.from_ or ''}..{args.to or ''}"
+    return cmd_run(args)
 
 
 def cmd_init(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from dagspec.spec.models import PipelineSpec
 from dagspec.spec.partitions import PARTITIONS_PARAM, check_key, glob_of, in_scope, key_of, natural, parse_scope
 from dagspec.spec.templates import is_templated, render
 
+PARALLEL_VAR = "DAGSPEC_PARTITION_PARALLEL"  # partitions a stage computes at once (dagspec backfill --parallel)
 RUN_PARTITION_KEY = "partition_key"  # Airflow's context key: the run's partition (dag_run.partition_key)
 
 

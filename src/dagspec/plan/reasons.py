@@ -17,6 +17,8 @@ from typing import Any
 from dagspec import checkpoint, storage
 from dagspec.plan.partitions import shown_keys
 from dagspec.plan.resolve import ResolvedStage
+from dagspec.plan.resolved import PARTITIONS_DIR
+from dagspec.spec.partitions import order_keys
 
 MAX_REASONS = 12
 
@@ -84,15 +86,30 @@ def partitioned_status(stage: ResolvedStage, *, forced: bool = False) -> StageSt
     run, and why the first few do."""
     states = {key: stage_status(part, forced=forced) for key, part in stage.partitions.items()}
     todo = [key for key, state in states.items() if not state.done]
+    new = [key for key in todo if states[key].reasons[:1] == ["new"]]
     left = f"; {len(stage.skipped)} outside the run's scope and not committed: left alone" if stage.skipped else ""
+    gone = deleted_partitions(stage)
+    if gone:  # a file removed: readers of a window that held it read the partitions there are now
+        left += f"; deleted (no longer listed, kept until `dagspec gc`): {shown_keys(gone)}"
+    counts = f"{len(states) - len(todo)} done, {len(new)} missing, {len(todo) - len(new)} stale"
     if not todo:
-        return StageStatus("done", [f"partitions: {len(states)} done{left}"] if states or left else [])
-    reasons = [f"partitions: {len(todo)} of {len(states)} to compute{left}"]
+        return StageStatus("done", [f"partitions: {counts}{left}"] if states or left else [])
+    reasons = [f"partitions: {counts}{left}"]
     by_reason: dict[str, list[str]] = {}  # the partitions of each first reason: one line per reason
     for key in todo:
         by_reason.setdefault((states[key].reasons or ["?"])[0], []).append(key)
     reasons += [f"{shown_keys(keys)}: {why}" for why, keys in by_reason.items()]
     return StageStatus("missing", reasons[:MAX_REASONS])
+
+
+def deleted_partitions(stage: ResolvedStage) -> list[str]:
+    """Partitions of a partitioned stage with a folder of checkpoints but no longer listed (their file
+    was removed), naturally ordered."""
+    folder = f"{stage.stage_dir}/{PARTITIONS_DIR}"
+    if not storage.is_dir(folder):
+        return []
+    listed = set(stage.partitions) | set(stage.skipped)
+    return order_keys([key for key in storage.list_names(folder) if key not in listed])
 
 
 def published_by_other_run(stage: ResolvedStage, published: str) -> str:
