@@ -74,6 +74,7 @@ SHARED_GROUPS = {
     "tests/local/test_concurrency.py": "connect-server",
     "tests/local/test_connect_server.py": "connect-server",
     "tests/local/test_user_kind.py": "connect-server",
+    "tests/local/test_partitions_cli.py": "connect-server",
     "tests/airflow/test_ui.py": "connect-server",  # `airflow up` starts the server, `down` stops it
     "tests/airflow/test_linked_specs_live.py": "connect-server",  # shares test_ui's session Airflow
     "tests/airflow/test_results_view_live.py": "connect-server",  # the same session Airflow
