@@ -42,12 +42,13 @@ RUN python -m compileall -q -j 0 /opt/venv/lib/python3.11/site-packages >/dev/nu
 # from it instead of loading them (a one-job spark-submit: 15.6 s of CPU instead of 25.7). One
 # warm-up spark-submit records them, before the project's code is copied (a code change keeps this
 # layer); JDK_JAVA_OPTIONS below gives it to every JVM of the stack: master, workers, their
-# executors, the Connect server, own drivers.
-COPY deploy/jvm_warmup.py /opt/dagspec/deploy/jvm_warmup.py
+# executors, the Connect server, own drivers. The warm-up is the package's own job (what `dagspec
+# jvm-archive` runs), copied alone to where `COPY src` puts it later: it imports only pyspark.
+COPY src/dagspec/job/jvm_warmup.py /opt/dagspec/src/dagspec/job/jvm_warmup.py
 RUN mkdir -p /opt/venv/share/dagspec \
     && spark-submit --master "local[2]" --conf spark.ui.enabled=false \
         --driver-java-options "-XX:ArchiveClassesAtExit=/opt/venv/share/dagspec/spark.jsa -Xlog:cds=off -Xlog:cds+dynamic=off" \
-        /opt/dagspec/deploy/jvm_warmup.py >/tmp/warmup.log 2>&1 \
+        /opt/dagspec/src/dagspec/job/jvm_warmup.py >/tmp/warmup.log 2>&1 \
     || { tail -30 /tmp/warmup.log; exit 1; }; \
     test -s /opt/venv/share/dagspec/spark.jsa && rm -f /tmp/warmup.log
 

@@ -327,6 +327,12 @@ def test_dockerfile_installs_the_lock_java_and_the_package() -> None:
     assert re.search(r"^USER 50000", text, flags=re.M)
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".env", ".venv", ".dagspec", ".git"} <= set(ignored)
+    # every file or folder the image copies exists in the build context (`README.md*`: optional)
+    for line in text.splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert source.endswith("*") or (REPO / source).exists(), f"Dockerfile: {line}: no {source}"
+                assert source.split("/")[0] not in ignored, f"Dockerfile: {line}: {source} is in .dockerignore"
 
 
 def test_base_images_are_settable_with_the_official_ones_by_default(

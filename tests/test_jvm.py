@@ -50,3 +50,20 @@ def test_a_jvm_whose_class_path_does_not_match_runs_without_a_word() -> None:
     done = subprocess.run(["java", "-cp", "/nonexistent", "-version"], env=env, capture_output=True, text=True)
     assert done.returncode == 0
     assert "warning" not in (done.stdout + done.stderr).lower()
+
+
+def test_the_warm_up_job_runs_on_plain_pyspark_as_the_dockerfile_runs_it() -> None:
+    """The image runs the module before dagspec is installed: it may import only the stdlib and pyspark."""
+    import ast
+
+    from dagspec.job import jvm_warmup
+
+    imported = set()
+    for node in ast.walk(ast.parse(Path(jvm_warmup.__file__).read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported <= {"__future__", "tempfile", "collections", "pathlib", "typing", "pyspark"}
+    dockerfile = (Path(__file__).resolve().parents[1] / "Dockerfile").read_text()
+    assert "COPY src/dagspec/job/jvm_warmup.py /opt/dagspec/src/dagspec/job/jvm_warmup.py" in dockerfile

@@ -1,4 +1,7 @@
-"""Creating SparkSessions: the only module that does."""
+"""Creating SparkSessions: the only module that does.
+
+Except ``jvm_warmup``: plain pyspark, as the image runs it before dagspec is installed.
+"""
 
 from __future__ import annotations
 
