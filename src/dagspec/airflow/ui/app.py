@@ -4,7 +4,9 @@ Every page sits behind Airflow's own authentication and authorization: the user 
 request's token (the ``Authorization`` header or the UI's ``_token`` cookie) and must be allowed
 to read the DAG's runs, exactly as for Airflow's ``/api/v2/dags/{dag_id}/dagRuns``. Files are
 served from the DAG's folder under the deployment's storage root, never a spec's, and only those of
-committed checkpoints' ``files`` outputs (``files``).
+committed checkpoints' ``files`` outputs (``files``). What a route cannot show (an unknown DAG,
+run, stage or file) it raises as a ``PageError`` where it finds it; the app's one handler turns
+that into an error page with its HTTP status.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Annotated, Any, Protocol
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from dagspec.airflow.ui import URL_PREFIX, files, pages
@@ -112,6 +114,16 @@ Store = Annotated[RunStore, Depends(run_store)]
 READ = [Depends(can_read_runs)]
 
 
+class PageError(HTTPException):
+    """A request the app cannot answer with its page: raised where that is found, shown as an error
+    page (a title, the message) with its HTTP status by the app's handler."""
+
+    def __init__(self, status: int, title: str, message: str) -> None:
+        super().__init__(status_code=status, detail=message)
+        self.title = title
+        self.message = message
+
+
 def _html(text: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(text, status_code=status, headers={"Content-Security-Policy": PAGE_POLICY})
 
@@ -120,11 +132,11 @@ def _base(request: Request) -> str:
     return str(request.scope.get("root_path", "")).rstrip("/")
 
 
-def _spec(dag_id: str) -> PipelineSpec | HTMLResponse:
+def _spec(dag_id: str) -> PipelineSpec:
     try:
         return find_spec(dag_id)
     except DagspecError as exc:
-        return _html(pages.error_page(dag_id, str(exc)), 404)
+        raise PageError(404, dag_id, str(exc)) from exc
 
 
 def _root() -> str:
@@ -133,20 +145,18 @@ def _root() -> str:
     return deployment_storage_root()
 
 
-def _run_rows(dag_id: str, run_id: str, store: RunStore) -> tuple[str, RunInfo, list[StageRow], str] | HTMLResponse:
+def _run_rows(dag_id: str, run_id: str, store: RunStore) -> tuple[str, RunInfo, list[StageRow], str]:
     """A run's storage root, its Airflow record, its stages as it recorded them and the page's note
-    when it recorded none; or the error page. Nothing of the run is resolved again."""
+    when it recorded none. Nothing of the run is resolved again."""
     spec = _spec(dag_id)
-    if isinstance(spec, HTMLResponse):
-        return spec
     run = store.run(dag_id, run_id)
     if run is None:
-        return _html(pages.error_page(dag_id, f"no run {run_id!r} of {dag_id}"), 404)
+        raise PageError(404, dag_id, f"no run {run_id!r} of {dag_id}")
     root = _root()
     try:
         records = read_run(root, dag_id, run_id)
     except DagspecError as exc:
-        return _html(pages.error_page(f"{dag_id}: {run_id}", f"cannot read the run's records: {exc}"), 409)
+        raise PageError(409, f"{dag_id}: {run_id}", f"cannot read the run's records: {exc}") from exc
     rows = stage_rows(spec.stage_order(), records, store.tasks(dag_id, run_id))
     return root, run, rows, missing_records_note(run, records)
 
@@ -155,23 +165,21 @@ def create_app() -> FastAPI:
     """The app the plugin mounts (``URL_PREFIX``)."""
     app = FastAPI(title="dagspec results", docs_url=None, redoc_url=None, openapi_url=None)
 
+    @app.exception_handler(PageError)
+    async def error_page(request: Request, exc: PageError) -> HTMLResponse:
+        return _html(pages.error_page(exc.title, exc.message), exc.status_code)
+
     @app.get("/dags/{dag_id}/runs/{run_id}", dependencies=READ, response_class=HTMLResponse)
     def run_view(dag_id: str, run_id: str, request: Request, store: Store) -> HTMLResponse:
-        found = _run_rows(dag_id, run_id, store)
-        if isinstance(found, HTMLResponse):
-            return found
-        root, run, rows, note = found
+        root, run, rows, note = _run_rows(dag_id, run_id, store)
         return _html(pages.run_page(_base(request), run, rows, root, note))
 
     @app.get("/dags/{dag_id}/runs/{run_id}/stages/{task_id}", dependencies=READ, response_class=HTMLResponse)
     def stage_view(dag_id: str, run_id: str, task_id: str, request: Request, store: Store) -> HTMLResponse:
-        found = _run_rows(dag_id, run_id, store)
-        if isinstance(found, HTMLResponse):
-            return found
-        root, run, rows, _ = found
+        root, run, rows, _ = _run_rows(dag_id, run_id, store)
         row = next((r for r in rows if r.name in (task_id, stage_of(task_id))), None)
         if row is None:
-            return _html(pages.error_page(dag_id, f"{task_id!r} is not a stage of run {run_id!r} of {dag_id}"), 404)
+            raise PageError(404, dag_id, f"{task_id!r} is not a stage of run {run_id!r} of {dag_id}")
         return _html(pages.stage_page(_base(request), run, row, root))
 
     @app.get("/dags/{dag_id}/compare", dependencies=READ, response_class=HTMLResponse)
@@ -182,24 +190,20 @@ def create_app() -> FastAPI:
         metric: str = "roc_auc",
         n: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 10,
     ) -> HTMLResponse:
-        spec = _spec(dag_id)
-        if isinstance(spec, HTMLResponse):
-            return spec
+        _spec(dag_id)  # a DAG of dagspec's, else a 404
         compared = compare_runs(_root(), store.recent(dag_id, n))
         return _html(pages.compare_page(_base(request), dag_id, compared, metric, n))
 
     @app.get("/dags/{dag_id}/files/{path:path}", dependencies=READ)
     def file_view(dag_id: str, path: str) -> Response:
-        spec = _spec(dag_id)
-        if isinstance(spec, HTMLResponse):
-            return spec
+        _spec(dag_id)  # a DAG of dagspec's, else a 404
         try:  # the deployment's root, never the spec's; refused and missing alike are a 404
             found = files.stored_file(_root(), dag_id, path)
         except files.NotServedError:
-            return _html(pages.error_page("not found", f"no file {path!r} in {dag_id}'s checkpoints"), 404)
+            raise PageError(404, "not found", f"no file {path!r} in {dag_id}'s checkpoints") from None
         content = files.read_bytes(found.path)
         if content is None:
-            return _html(pages.error_page("too large", f"{path} is larger than the UI serves"), 413)
+            raise PageError(413, "too large", f"{path} is larger than the UI serves")
         kind = mimetypes.guess_type(Path(found.relative).name)[0] or "application/octet-stream"
         headers = {"Content-Security-Policy": FILE_POLICY, "X-Content-Type-Options": "nosniff"}
         return Response(content, media_type=kind, headers=headers)
