@@ -107,7 +107,7 @@ def watch_executors(
             try:
                 if executor_count(spark) > 0:
                     return
-            except Exception:  # the context stopped: the stage is over
+            except Exception:  # any failure to ask (Py4J, a stopped context) means the stage is over
                 return
             time.sleep(min(2.0, limit / 10))
         message = f"stage failed: {timeout_message(spark, app_name, time.monotonic() - start)}"
@@ -117,7 +117,7 @@ def watch_executors(
         else:
             print(message, file=sys.stderr)
         if on_timeout is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # the process ends next: nothing the callback raises may stop that
                 on_timeout(message.removeprefix("stage failed: "))
         sys.stdout.flush()
         sys.stderr.flush()

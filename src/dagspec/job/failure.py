@@ -60,7 +60,7 @@ def _call(exc: BaseException, method: str) -> str:
         return ""
     try:
         value = function()
-    except Exception:  # an exception built without its error class
+    except Exception:  # an accessor that fails (no error class, a JVM gone) has no value to show, whatever it raises
         return ""
     return str(value) if value else ""
 

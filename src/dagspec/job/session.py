@@ -91,7 +91,7 @@ def server_record(spark: SparkSession) -> dict[str, Any] | None:
     port = parts.port or 15002  # Spark Connect's default
     record: dict[str, Any] = {"url": f"{parts.scheme}://{parts.hostname}:{port}", "spark_version": spark.version}
     for key in ("spark.app.id", "spark.app.name"):
-        with contextlib.suppress(Exception):  # a server may refuse to show non-SQL settings
+        with contextlib.suppress(Exception):  # a courtesy of the manifest: a server refusing a setting leaves it out
             record[key.removeprefix("spark.").replace(".", "_")] = spark.conf.get(key)
     if parts.hostname in ("127.0.0.1", "localhost", "::1"):
         found = read_identity(port) or {}

@@ -139,7 +139,7 @@ def build_catalog(home: Path) -> Catalog:
         origin = f"entry point {entry.name} ({entry.value})"
         try:
             loaded = entry.load()
-        except Exception as exc:
+        except Exception as exc:  # a broken entry point, whatever it raises, must not hide every other kind
             catalog.errors.append(f"{origin}: {type(exc).__name__}: {exc}")
             continue
         if isinstance(loaded, ModuleType):

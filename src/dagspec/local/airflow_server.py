@@ -141,7 +141,7 @@ def airflow_up(
 
         if not wait_until(healthy, timeout, interval=1.0):
             raise fail_and_stop(group, run_dir, f"Airflow at {url} was not healthy within {timeout:.0f} s")
-    except BaseException:
+    except BaseException:  # re-raised: whatever stops the start (Ctrl-C too) leaves no process behind
         group.stop(run_dir)
         raise
     return airflow_status(home=home, run_dir=run_dir)

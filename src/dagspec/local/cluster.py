@@ -132,8 +132,8 @@ def cluster_up(
             raise fail_and_stop(
                 group, run_dir, f"{workers} workers did not register with {master_url} in {timeout:.0f} s"
             )
-    except BaseException:
-        group.stop(run_dir)  # a KeyboardInterrupt mid-start must not leave JVMs behind
+    except BaseException:  # re-raised: whatever stops the start (a Ctrl-C too) must not leave JVMs behind
+        group.stop(run_dir)
         raise
     return cluster_status(home=home, run_dir=run_dir)
 

@@ -64,7 +64,7 @@ def generate_physics(args: argparse.Namespace) -> int:
     try:
         generate_physics_dataframe(spark, params.events, config, params.partitions).write.parquet(staged)
         counts = {r["label"]: r["count"] for r in spark.read.parquet(staged).groupBy("label").count().collect()}
-    except BaseException:
+    except BaseException:  # re-raised: whatever stops the write (a Ctrl-C too) leaves no staged folder
         storage.delete(staged)
         raise
     finally:

@@ -116,7 +116,7 @@ def load_specs(
         except SpecError as exc:
             docs[path] = exc
             continue
-        except Exception as exc:  # an unreadable file, or a bug of ours
+        except Exception as exc:  # an unreadable file, or a bug of ours: that file's error, never the others'
             docs[path] = crash_error(display(path), exc)
             continue
         docs[path] = doc

@@ -243,7 +243,7 @@ def _parquet_columns(ctx: StageContext, file: str) -> dict[str, str]:
 
         try:
             schema = pq.read_schema(storage.local_path(file))
-        except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a non-Parquet file
+        except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a non-Parquet file: all unreadable
             raise StageFailedError(f"{file} is not a readable Parquet file: {exc}") from exc
         return {f.name: _spark_type_name(f.type, from_arrow_type) for f in schema}
     return {f.name: f.dataType.simpleString() for f in ctx.spark.read.parquet(file).schema.fields}
@@ -252,5 +252,5 @@ def _parquet_columns(ctx: StageContext, file: str) -> dict[str, str]:
 def _spark_type_name(arrow_type: Any, convert: Any) -> str:
     try:
         return str(convert(arrow_type).simpleString())
-    except Exception:  # a type Spark maps its own way (unsigned, ...): compared as Arrow names it
+    except Exception:  # whatever Spark cannot map (unsigned, ...) is compared as Arrow names it, never a failure
         return str(arrow_type)

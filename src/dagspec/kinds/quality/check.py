@@ -153,7 +153,7 @@ def _type_expectation(df: DataFrame, name: str, expected: str) -> Expectation:
 
     try:
         wanted = DataType.fromDDL(expected).simpleString()
-    except Exception as exc:  # Spark's ParseException: a type name that does not parse
+    except Exception as exc:  # classic and Connect raise unrelated classes for text that does not parse: all the spec's
         raise StageFailedError(f"check: schema.{name}: {expected!r} is not a Spark type ({exc})") from None
     have = df.schema[name].dataType.simpleString() if name in df.columns else None
     observed = f"is {have}" if have else "column missing"

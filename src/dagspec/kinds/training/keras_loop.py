@@ -246,7 +246,7 @@ def run_training(job: TrainJob, rank: int, resume: Path | None, model_path: Path
         # keep the original exception: tf.data would only pass on its message
         try:
             yield from gen
-        except BaseException as exc:
+        except BaseException as exc:  # kept whatever it is, and re-raised: tf.data would pass on only its message
             failure.append(exc)
             raise
 
@@ -304,7 +304,7 @@ def run_training(job: TrainJob, rank: int, resume: Path | None, model_path: Path
             _say(
                 rank, f"epoch {epoch + 1}/{job.epochs} " + " ".join(f"{k}={v[-1]:.4f}" for k, v in history.items() if v)
             )
-    except Exception as exc:
+    except Exception as exc:  # re-raised, never kept: an input thread's own failure (``failure``) goes first
         if failure:
             raise failure[0] from exc
         raise

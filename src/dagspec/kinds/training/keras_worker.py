@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
         # every worker saves (the strategy's rule for collectives), only the chief's copy is returned
         result = run_training(job, rank, resume, workdir / "model.keras")
         (workdir / "result.json").write_text(json.dumps(result))
-    except BaseException:
+    except BaseException:  # a worker process reports any failure the same way: its traceback and exit code 1
         traceback.print_exc()
         code = 1
     # Leave without TensorFlow's exit-time shutdown handshake: when a peer has already gone, it

@@ -335,7 +335,7 @@ def run_distributed(spark: SparkSession, job: TrainJob, resume: bytes | None) ->
     sc.setJobDescription(f"train_keras {job.architecture} workers={job.workers}")
     try:
         results = [json.loads(r) for r in rdd.collect()]
-    except Exception as exc:  # Py4J/Spark wrap the task's error: keep the worker's own traceback
+    except Exception as exc:  # the task's error comes wrapped by Py4J/Spark as any class: report the worker's traceback
         detail = _worker_failure(str(exc))
         log.error("train_keras: distributed training failed:\n%s", detail)
         raise StageFailedError(f"train_keras: distributed training failed:\n{detail}") from exc
