@@ -160,7 +160,46 @@ def _type_expectation(df: DataFrame, name: str, expected: str) -> Expectation:
     return Expectation(name, f"type {wanted}", judge=_fixed(have == wanted, observed))
 
 
-def _column_expectations(df: DataFrame, name: str, rules: ColumnRules) -> list[Expectation]:
+@dataclass(frozen=True)
+class _Column:
+    """One column as the rules see it: its values (a vector as an array), elementwise when an array."""
+
+    name: str
+    col: Column
+    values: Column
+    is_array: bool
+    numeric: bool
+    text: bool
+
+    def any_element(self, test: Callable[[Column], Column]) -> Column:
+        from pyspark.sql import functions as F
+
+        return (
+            F.exists(self.values, lambda x: F.coalesce(test(x), F.lit(False))) if self.is_array else test(self.values)
+        )
+
+    def lowest(self, of: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.array_min(of) if self.is_array else of
+
+    def highest(self, of: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.array_max(of) if self.is_array else of
+
+    def literal(self, value: Value, rule: str) -> Column:
+        from pyspark.sql import functions as F
+
+        if self.numeric and isinstance(value, str | bool):
+            raise StageFailedError(
+                f"check: columns.{self.name}.{rule}: {value!r} is not a number, {self.name} is numeric"
+            )
+        # a string column compared with a number would be cast (and fail under ANSI): compare text
+        return F.lit(str(value) if self.text else value)
+
+
+def _column(df: DataFrame, name: str) -> _Column:
     from pyspark.ml.functions import vector_to_array
     from pyspark.ml.linalg import VectorUDT
     from pyspark.sql import functions as F
@@ -168,27 +207,22 @@ def _column_expectations(df: DataFrame, name: str, rules: ColumnRules) -> list[E
 
     data_type = df.schema[name].dataType
     col = F.col(f"`{name.replace('`', '``')}`")
-    values = vector_to_array(col) if isinstance(data_type, VectorUDT) else col
-    is_array = isinstance(data_type, VectorUDT | ArrayType)
     element_type = data_type.elementType if isinstance(data_type, ArrayType) else data_type
-    numeric = isinstance(data_type, VectorUDT) or isinstance(element_type, NumericType)
-    nulls = F.count_if(col.isNull())
+    return _Column(
+        name=name,
+        col=col,
+        values=vector_to_array(col) if isinstance(data_type, VectorUDT) else col,
+        is_array=isinstance(data_type, VectorUDT | ArrayType),
+        numeric=isinstance(data_type, VectorUDT) or isinstance(element_type, NumericType),
+        text=isinstance(element_type, StringType),
+    )
 
-    def any_element(test: Callable[[Column], Column]) -> Column:
-        return F.exists(values, lambda x: F.coalesce(test(x), F.lit(False))) if is_array else test(values)
 
-    def lowest(of: Column) -> Column:
-        return F.array_min(of) if is_array else of
+def _column_expectations(df: DataFrame, name: str, rules: ColumnRules) -> list[Expectation]:
+    from pyspark.sql import functions as F
 
-    def highest(of: Column) -> Column:
-        return F.array_max(of) if is_array else of
-
-    def literal(value: Value, rule: str) -> Column:
-        if numeric and isinstance(value, str | bool):
-            raise StageFailedError(f"check: columns.{name}.{rule}: {value!r} is not a number, {name} is numeric")
-        # a string column compared with a number would be cast (and fail under ANSI): compare text
-        return F.lit(str(value) if isinstance(element_type, StringType) else value)
-
+    c = _column(df, name)
+    nulls = F.count_if(c.col.isNull())
     found: list[Expectation] = []
     if rules.not_null:
         found.append(Expectation(name, "not_null", [nulls], lambda v, n: (v[0] == 0, f"{v[0]} null rows")))
@@ -203,52 +237,61 @@ def _column_expectations(df: DataFrame, name: str, rules: ColumnRules) -> list[E
             )
         )
     if rules.min is not None:
-        low = literal(rules.min, "min")
-        below = F.count_if(any_element(lambda x: x < low))
-        found.append(
-            Expectation(
-                name,
-                f"min {rules.min}",
-                [below, F.min(lowest(values))],
-                lambda v, n: (v[0] == 0, f"min {_fmt(v[1])} ({v[0]} rows below)" if v[0] else f"min {_fmt(v[1])}"),
-            )
-        )
+        found.append(_min_expectation(c, rules.min))
     if rules.max is not None:
-        high = literal(rules.max, "max")
-        above = F.count_if(any_element(lambda x: (x > high) | (F.isnan(x) if numeric else F.lit(False))))
-        found.append(
-            Expectation(
-                name,
-                f"max {rules.max}",
-                [above, F.max(highest(values))],
-                lambda v, n: (v[0] == 0, f"max {_fmt(v[1])} ({v[0]} rows above)" if v[0] else f"max {_fmt(v[1])}"),
-            )
-        )
+        found.append(_max_expectation(c, rules.max))
     if rules.in_ is not None:
-        allowed = [literal(x, "in") for x in rules.in_]
-        outside = any_element(lambda x: x.isNotNull() & ~x.isin(*allowed))
-        bad = F.filter(values, lambda x: ~x.isin(*allowed)) if is_array else F.when(outside, values)
-        found.append(
-            Expectation(
-                name,
-                f"in {list(rules.in_)}",
-                [F.count_if(outside), F.min(lowest(bad)), F.max(highest(bad))],
-                lambda v, n: (
-                    v[0] == 0,
-                    f"{v[0]} rows outside (e.g. {_examples(v[1], v[2])})" if v[0] else "none outside",
-                ),
-            )
-        )
+        found.append(_in_expectation(c, rules.in_))
     if rules.unique:
         found.append(
             Expectation(
                 name,
                 "unique",
-                [F.count(col), F.count_distinct(col)],
+                [F.count(c.col), F.count_distinct(c.col)],
                 lambda v, n: (v[0] == v[1], f"{v[0] - v[1]} duplicate rows ({v[1]} distinct of {v[0]} non-null)"),
             )
         )
     return found
+
+
+def _min_expectation(c: _Column, bound: Bound) -> Expectation:
+    from pyspark.sql import functions as F
+
+    low = c.literal(bound, "min")
+    below = F.count_if(c.any_element(lambda x: x < low))
+    return Expectation(
+        c.name,
+        f"min {bound}",
+        [below, F.min(c.lowest(c.values))],
+        lambda v, n: (v[0] == 0, f"min {_fmt(v[1])} ({v[0]} rows below)" if v[0] else f"min {_fmt(v[1])}"),
+    )
+
+
+def _max_expectation(c: _Column, bound: Bound) -> Expectation:
+    from pyspark.sql import functions as F
+
+    high = c.literal(bound, "max")
+    above = F.count_if(c.any_element(lambda x: (x > high) | (F.isnan(x) if c.numeric else F.lit(False))))
+    return Expectation(
+        c.name,
+        f"max {bound}",
+        [above, F.max(c.highest(c.values))],
+        lambda v, n: (v[0] == 0, f"max {_fmt(v[1])} ({v[0]} rows above)" if v[0] else f"max {_fmt(v[1])}"),
+    )
+
+
+def _in_expectation(c: _Column, values: list[Value]) -> Expectation:
+    from pyspark.sql import functions as F
+
+    allowed = [c.literal(x, "in") for x in values]
+    outside = c.any_element(lambda x: x.isNotNull() & ~x.isin(*allowed))
+    bad = F.filter(c.values, lambda x: ~x.isin(*allowed)) if c.is_array else F.when(outside, c.values)
+    return Expectation(
+        c.name,
+        f"in {list(values)}",
+        [F.count_if(outside), F.min(c.lowest(bad)), F.max(c.highest(bad))],
+        lambda v, n: (v[0] == 0, f"{v[0]} rows outside (e.g. {_examples(v[1], v[2])})" if v[0] else "none outside"),
+    )
 
 
 def _fmt(value: Any) -> str:
