@@ -16,8 +16,9 @@ from dagspec.kinds.class_names import CLASS_NAMES_KEY
 from dagspec.kinds.physics.names import CLASS_NAMES, PARTICLE_FEATURE_NAMES
 
 if TYPE_CHECKING:
+    import numpy as np
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
 N_FEATURES = len(PARTICLE_FEATURE_NAMES)
 
@@ -67,33 +68,13 @@ def _hlf_statistics(df: DataFrame, hlf_col: str, label_col: str, size: int) -> d
     return row.asDict()
 
 
-def add_topology_features(
-    df: DataFrame, params: TopologyFeaturesParams, metrics: dict[str, Any] | None = None
-) -> DataFrame:
-    """The seed's feature preparation on ``df``: three columns added, the input's kept (the raw ones
-    only with ``keep_raw``)."""
-    from collections.abc import Iterator
-
+def _checked_ranges(
+    df: DataFrame, params: TopologyFeaturesParams, hlf_col: str, metrics: dict[str, Any] | None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The HLF's per-feature minimum and maximum (numpy) and the class count, from one pass over a
+    checked input (the statistics go into ``metrics`` too)."""
     import numpy as np
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
-    from dagspec.kinds.physics.arrow import nested_matrix, nested_values, to_list, to_nested_list
-    from dagspec.kinds.physics.topology import min_max_scale, one_hot, prepare_particles
-
-    missing = [c for c in (params.hfeatures_col, params.lfeatures_col, params.label_col) if c not in df.columns]
-    if missing:
-        raise StageFailedError(f"topology_features: input has no column(s) {missing}; columns: {df.columns}")
-    clashes = [c for c in (params.hlf_output_col, params.label_output_col, params.gru_output_col) if c in df.columns]
-    if clashes:
-        raise StageFailedError(f"topology_features: output column(s) {clashes} already exist in the input")
-    hlf_col = params.hfeatures_col
-    if _is_vector(df.schema[hlf_col].dataType):  # a Spark ML vector, as in the seed's Parquet files
-        from pyspark.ml.functions import vector_to_array
-
-        hlf_col = "__hfeatures_array"
-        df = df.withColumn(hlf_col, vector_to_array(F.col(params.hfeatures_col)))
     size = params.hlf_size
     stats = _hlf_statistics(df, hlf_col, params.label_col, size)
     if stats["rows"] == 0:
@@ -119,6 +100,13 @@ def add_topology_features(
             hlf_min=minimum.tolist(),
             hlf_max=maximum.tolist(),
         )
+    return minimum, maximum, num_classes
+
+
+def _output_schema(df: DataFrame, params: TopologyFeaturesParams, hlf_col: str) -> tuple[list[str], StructType]:
+    """The input columns kept and the output's schema: those, then the three new columns."""
+    from pyspark.sql import types as T
+
     doubles = T.ArrayType(T.DoubleType(), containsNull=False)
     raw = {params.hfeatures_col, params.lfeatures_col, hlf_col}
     kept = [f.name for f in df.schema.fields if params.keep_raw or f.name not in raw]
@@ -130,6 +118,37 @@ def add_topology_features(
             T.StructField(params.gru_output_col, T.ArrayType(doubles, containsNull=False), nullable=False),
         ]
     )
+    return kept, out_schema
+
+
+def add_topology_features(
+    df: DataFrame, params: TopologyFeaturesParams, metrics: dict[str, Any] | None = None
+) -> DataFrame:
+    """The seed's feature preparation on ``df``: three columns added, the input's kept (the raw ones
+    only with ``keep_raw``)."""
+    from collections.abc import Iterator
+
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from dagspec.kinds.physics.arrow import nested_matrix, nested_values, to_list, to_nested_list
+    from dagspec.kinds.physics.topology import min_max_scale, one_hot, prepare_particles
+
+    missing = [c for c in (params.hfeatures_col, params.lfeatures_col, params.label_col) if c not in df.columns]
+    if missing:
+        raise StageFailedError(f"topology_features: input has no column(s) {missing}; columns: {df.columns}")
+    clashes = [c for c in (params.hlf_output_col, params.label_output_col, params.gru_output_col) if c in df.columns]
+    if clashes:
+        raise StageFailedError(f"topology_features: output column(s) {clashes} already exist in the input")
+    hlf_col = params.hfeatures_col
+    if _is_vector(df.schema[hlf_col].dataType):  # a Spark ML vector, as in the seed's Parquet files
+        from pyspark.ml.functions import vector_to_array
+
+        hlf_col = "__hfeatures_array"
+        df = df.withColumn(hlf_col, vector_to_array(F.col(params.hfeatures_col)))
+    size = params.hlf_size
+    minimum, maximum, num_classes = _checked_ranges(df, params, hlf_col, metrics)
+    kept, out_schema = _output_schema(df, params, hlf_col)
     names = [f.name for f in out_schema.fields]
     lf_col, label_col = params.lfeatures_col, params.label_col
     max_particles, keep = params.max_particles, params.truncate
