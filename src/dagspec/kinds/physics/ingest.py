@@ -116,6 +116,16 @@ def event_features(batch: pa.RecordBatch, params: HepEventFeaturesParams) -> tup
             (JET, params.jets),
         )
     }
+    selected, lead_flavour, lead_index = _leading_lepton(coll, params, n_events)
+    offsets, p_feat, counts = _particles(coll, params, selected, lead_flavour, lead_index, n_events)
+    hfeatures = _high_level(batch, coll, params, selected, (offsets, p_feat, counts), n_events)
+    return selected, hfeatures, (offsets, p_feat)
+
+
+def _leading_lepton(
+    coll: dict[str, Objects], params: HepEventFeaturesParams, n_events: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(events with an isolated lepton, the leading one's flavour (0 muon, 1 electron) and index; -1: none)."""
     # isolated lepton candidates; the leading one per event becomes particle 0
     leptons = [coll[MUON], coll[ELECTRON]]
     cand_event = np.concatenate([c.event for c in leptons])
@@ -134,6 +144,18 @@ def event_features(batch: pa.RecordBatch, params: HepEventFeaturesParams) -> tup
     lead_flavour[events_with] = cand_flavour[good][order][first]
     lead_index[events_with] = cand_index[good][order][first]
 
+    return selected, lead_flavour, lead_index
+
+
+def _particles(
+    coll: dict[str, Objects],
+    params: HepEventFeaturesParams,
+    selected: np.ndarray,
+    lead_flavour: np.ndarray,
+    lead_index: np.ndarray,
+    n_events: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The selected events' particles: (offsets, particles (m, 19), count per selected event)."""
     # the particle table: (event, group, position) sorted; group 0 is the leading lepton
     groups = []
     for group, (name, flags) in enumerate(
@@ -178,7 +200,19 @@ def event_features(batch: pa.RecordBatch, params: HepEventFeaturesParams) -> tup
     offsets = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
 
-    # high-level features
+    return offsets, p_feat, counts
+
+
+def _high_level(
+    batch: pa.RecordBatch,
+    coll: dict[str, Objects],
+    params: HepEventFeaturesParams,
+    selected: np.ndarray,
+    particles: tuple[np.ndarray, np.ndarray, np.ndarray],
+    n_events: int,
+) -> np.ndarray:
+    """The 14 high-level features of the selected events (the leading lepton is each one's first particle)."""
+    offsets, p_feat, counts = particles
     jets = coll[JET]
     good_jet = (jets.pt > params.jet_pt_min) & (np.abs(jets.eta) < params.jet_eta_max)
     ht = np.bincount(jets.event[good_jet], weights=jets.pt[good_jet], minlength=n_events)
@@ -211,7 +245,7 @@ def event_features(batch: pa.RecordBatch, params: HepEventFeaturesParams) -> tup
             lep[:, 16],
         ]
     )
-    return selected, hfeatures, (offsets, p_feat)
+    return hfeatures
 
 
 def _met(batch: pa.RecordBatch, params: HepEventFeaturesParams, n: int) -> tuple[np.ndarray, np.ndarray]:
