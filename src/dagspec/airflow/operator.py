@@ -245,7 +245,7 @@ class DagspecStageOperator(SparkSubmitOperator):
             super().execute(context)
         except AirflowException as exc:
             failure = None
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # a courtesy: the exit code remains
                 failure = read_record(stage.stage_dir, stage.fingerprint)
             code = re.search(r"Error code is: (-?\d+)", str(exc))
             self.fail(stage, failure, f"spark-submit exit code {code.group(1)}" if code else "spark-submit failed")
@@ -256,7 +256,7 @@ class DagspecStageOperator(SparkSubmitOperator):
         if failure is None:
             raise AirflowException(f"stage {stage.name!r} failed ({how}); see the lines above")
         line = failure_line(self.spec, failure)
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # a courtesy: raised below anyway
             write_record(stage.stage_dir, stage.fingerprint, failure, line)
         raise AirflowException(f"{line}\n({how}; the full trace is in the lines above)")
 

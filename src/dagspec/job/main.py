@@ -84,7 +84,7 @@ def _interrupt_on_sigterm(spark: SparkSession, tag: str) -> None:
     a Connect server would otherwise finish work nobody waits for."""
 
     def stop(signum: int, frame: object) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # the exit follows anyway
             spark.interruptTag(tag)
         raise SystemExit(128 + signum)
 
@@ -174,7 +174,7 @@ def report_failure(stage: ResolvedStage, exc: Exception, url: str | None) -> Non
         failure = StageFailure(stage.name, stage.kind, _connection_cause(url, exc))
     else:
         files: tuple[str, ...] = ()
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # a courtesy: the message without it
             catalog = load_catalog(Path(stage.home))
             if stage.kind in catalog.files:
                 source = Path(catalog.files[stage.kind])
@@ -240,7 +240,7 @@ def main(argv: list[str]) -> int:
         finally:
             with contextlib.suppress(Exception):  # a dead Connect server cannot release the session
                 spark.stop()
-    except Exception as exc:
+    except Exception as exc:  # reported, cause first; exit 1
         report_failure(stage, exc, url)
         return 1
     if result.outcome == "hit":
