@@ -66,6 +66,7 @@ RUN --mount=type=secret,id=extra_ca \
 COPY dags /opt/dagspec/dags
 COPY plugins /opt/dagspec/plugins
 COPY pipelines /opt/dagspec/pipelines
+COPY data /opt/dagspec/data
 COPY jobs /opt/dagspec/jobs
 COPY deploy/job_check.py /opt/dagspec/deploy/job_check.py
 COPY deploy/connect_tls.py /opt/dagspec/deploy/connect_tls.py

