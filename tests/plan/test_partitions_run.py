@@ -145,3 +145,28 @@ def test_a_bad_day_fails_alone_and_the_others_commit(spark: Any, home: Path, tmp
 
 def _raise(part: ResolvedStage, exc: Exception) -> None:
     raise exc
+
+
+def test_a_run_with_an_airflow_partition_key_stands_for_it_and_the_partitions_before(
+    home: Path, tmp_path: Path
+) -> None:
+    spec = load_spec(
+        write_spec(
+            tmp_path / "pipelines",
+            """
+            dag_id: keyed
+            partitions: {values: [d1, d2, d10]}
+            stages:
+              raw: {kind: read, partitioned: true, params: {format: csv, path: "in/{{ partition.key }}.csv"}}
+              recent: {kind: sql, inputs: {t: {stage: raw, last: 2}}, params: {query: "SELECT COUNT(*) AS n FROM t"}}
+            """,
+        )
+    )
+    context = {**default_context(spec), "partition_key": "d2"}
+    plan = resolve_pipeline(spec, context)
+    assert list(plan["raw"].partitions) == ["d1", "d2"] and plan["raw"].skipped == ["d10"]
+    assert [p.partition for p in plan["recent"].inputs["t"].parts] == ["d1", "d2"]
+    assert [p.partition for p in resolve_pipeline(spec, default_context(spec))["recent"].inputs["t"].parts] == [
+        "d2",
+        "d10",
+    ]

@@ -45,7 +45,7 @@ from dagspec.plan.modes import (
     is_server_on_this_machine,
     redact_url,
 )
-from dagspec.plan.partitions import partitioned_manifest, run_scope
+from dagspec.plan.partitions import RUN_PARTITION_KEY, partitioned_manifest, run_scope
 from dagspec.plan.reasons import is_hit, stage_status
 from dagspec.plan.resolve import ResolvedStage, resolve_pipeline
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
@@ -60,6 +60,12 @@ def template_context(context: Any) -> dict[str, Any]:
     """The part of Airflow's context a spec's templates may use."""
     values = {key: context.get(key) for key in RUN_CONTEXT_KEYS if context.get(key) is not None}
     values["params"] = dict(context.get("params") or {})
+    # Airflow's partition of the run (a partitioned timetable, a trigger with one): the run stands
+    # for it and the partitions before it (dagspec.plan.partitions.RunScope)
+    dag_run = context.get("dag_run")
+    key = context.get(RUN_PARTITION_KEY) or getattr(dag_run, RUN_PARTITION_KEY, None)
+    if key:
+        values[RUN_PARTITION_KEY] = str(key)
     return values
 
 
