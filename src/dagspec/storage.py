@@ -15,6 +15,7 @@ import posixpath
 import re
 import shutil
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,29 @@ def link_tree(src: str, dst: str) -> None:
     if fs.exists(fs_dst):
         raise StorageError(f"cannot copy {src} to {dst}: the target exists")
     fs.copy(fs_src, fs_dst, recursive=True)
+
+
+def link_parts(sources: Sequence[tuple[str, str]], dst: str) -> None:
+    """``dst`` (which must not exist) holding the data files of several Parquet folders side by side,
+    each named ``<prefix>-<its name>`` (hard links where possible, else copies): one table of the
+    partitions of a partitioned stage. Marker and hidden files (``_SUCCESS``, ``.crc``) are left out."""
+    if exists(dst):
+        raise StorageError(f"cannot link into {dst}: the target exists")
+    for prefix, src in sources:
+        for info in list_files(src):
+            name = info.path.rstrip("/").rsplit("/", 1)[-1]
+            target = f"{dst.rstrip('/')}/{prefix}-{name}"
+            if is_local(info.path) and is_local(dst):
+                os.makedirs(local_path(dst), exist_ok=True)
+                try:
+                    os.link(local_path(info.path), local_path(target))
+                except OSError:  # another filesystem, or links not allowed
+                    shutil.copy2(local_path(info.path), local_path(target))
+            else:
+                fs, fs_src = _remote(info.path)
+                fs.copy(fs_src, _remote(target)[1])
+    if not exists(dst):  # no partition held a file: an empty folder is still the output
+        makedirs(dst)
 
 
 def delete(path: str) -> None:

@@ -136,10 +136,10 @@ def run_stage(
         t0, cpu0 = time.perf_counter(), _cpu_seconds()
         inputs = read_inputs(spark, stage)
         # an input returned unchanged (check passes its table through) is linked, not rewritten
-        unchanged = {
-            id(df): stage.inputs[role].path
+        unchanged = {  # a window's partitions: each one's files linked side by side
+            id(df): stage.inputs[role].path or [(p.partition, p.path) for p in stage.inputs[role].parts]
             for role, df in inputs.items()
-            if not isinstance(df, str) and stage.inputs[role].path  # a window's union is written anew
+            if not isinstance(df, str)
         }
         try:
             outputs: Mapping[str, DataFrame] = kind.function(inputs, params, context) or {}
@@ -187,7 +187,7 @@ def _write_outputs(
     stage: ResolvedStage,
     context: StageContext,
     outputs: Mapping[str, DataFrame],
-    unchanged: Mapping[int, str],
+    unchanged: Mapping[int, str | list[tuple[str, str]]],
 ) -> dict[str, Any]:
     """Write the returned tables as Parquet; check every declared output exists; describe them.
 
@@ -200,7 +200,11 @@ def _write_outputs(
         if name not in stage.outputs:
             raise DagspecError(f"kind {stage.kind!r} returned an undeclared output {name!r}")
         if id(df) in unchanged:
-            storage.link_tree(unchanged[id(df)], context.output_path(name))
+            source = unchanged[id(df)]
+            if isinstance(source, str):
+                storage.link_tree(source, context.output_path(name))
+            else:
+                storage.link_parts(source, context.output_path(name))
         else:
             df.write.mode("error").parquet(context.output_path(name))
     described: dict[str, Any] = {}

@@ -130,7 +130,7 @@ def _input_shown(source: ResolvedInput) -> str:
         return f"{name}[its partition]"
     if source.parts or not source.path:
         keys = [p.partition for p in source.parts]
-        return f"{name}[{shown_keys(keys, 4) if keys else 'no partitions'}]"
+        return f"{name}[{shown_keys(keys, 4) if keys else 'none yet'}]"
     return name
 
 

@@ -62,8 +62,11 @@ def run_scope(context: Mapping[str, Any]) -> RunScope:
     return RunScope(parse_scope(params.get(PARTITIONS_PARAM)), str(key) if key else None)
 
 
-def list_partitions(spec: PipelineSpec, context: Mapping[str, Any], home: Path) -> list[Partition]:
-    """The spec's partitions now, in natural key order."""
+def list_partitions(
+    spec: PipelineSpec, context: Mapping[str, Any], home: Path, base: str | None = None
+) -> list[Partition]:
+    """The spec's partitions now, in natural key order; a relative ``files`` glob is listed under
+    ``base`` when given (the committed files output of ``partitions.of``)."""
     declared = spec.partitions
     if declared is None:
         return []
@@ -75,6 +78,9 @@ def list_partitions(spec: PipelineSpec, context: Mapping[str, Any], home: Path) 
             pattern = str(render(pattern, context))
         except Exception as exc:  # the sandbox's errors have many types; each reads well as text
             raise StageConfigError(f"{spec.source}: partitions.files: {exc}") from None
+    relative = not (storage.is_uri(pattern) or pattern.startswith("/"))
+    if base is not None and relative:
+        pattern = f"{base.rstrip('/')}/{pattern}"
     resolved = storage.resolve_input_path(pattern, home)
     found: dict[str, str] = {}
     for info in storage.list_files(storage.resolve_input_path(glob_of(pattern), home)):

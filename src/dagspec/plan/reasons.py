@@ -84,6 +84,11 @@ def stage_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
 def partitioned_status(stage: ResolvedStage, *, forced: bool = False) -> StageStatus:
     """A partitioned stage is done when every partition the run reads is; else the partitions that
     run, and why the first few do."""
+    if stage.pending and not stage.partitions:  # the files that make its partitions are not there yet
+        return StageStatus(
+            "missing",
+            [f"upstream not committed yet: {', '.join(stage.pending)} runs first (its files are the partitions)"],
+        )
     states = {key: stage_status(part, forced=forced) for key, part in stage.partitions.items()}
     todo = [key for key, state in states.items() if not state.done]
     new = [key for key in todo if states[key].reasons[:1] == ["new"]]

@@ -118,11 +118,22 @@ class _Planner:
         self.scope = run_scope(context)
         self._partitions: list[Partition] | None = None
 
-    @property
-    def partitions(self) -> list[Partition]:
+    def partitions(self) -> tuple[list[Partition], list[str]]:
+        """The spec's partitions, and the stages to wait for when they are not known yet (their
+        files are the output of ``partitions.of``, which has not committed)."""
+        of = self.spec.partitions.of if self.spec.partitions else None
+        if of is None:
+            if self._partitions is None:
+                self._partitions = list_partitions(self.spec, self.context, self.home)
+            return self._partitions, []
+        source = self.resolved[of]
+        manifest = source.checkpoint.manifest()
+        if manifest is None or manifest.get("fingerprint") != source.fingerprint:
+            return [], source.pending or [of]
         if self._partitions is None:
-            self._partitions = list_partitions(self.spec, self.context, self.home)
-        return self._partitions
+            folder = source.output_path(next(iter(source.outputs)))
+            self._partitions = list_partitions(self.spec, self.context, self.home, base=folder)
+        return self._partitions, []
 
     def _input(self, role: str, upstream: ResolvedStage, output: str, pending: set[str]) -> ResolvedInput:
         """An input reading one committed (or to be committed) checkpoint: the upstream's, or its partition's."""
@@ -152,6 +163,8 @@ class _Planner:
         window = self.spec.stages[reader].windows().get(role) or PartitionWindow(stage=upstream.name)
         keys = window.select(list(upstream.partitions), self.scope.run_key)
         parts = [self._input(role, upstream.partitions[k], output, pending) for k in keys]
+        if not upstream.partitions:  # its partitions are not known yet: what lists them runs first
+            pending.update(upstream.pending)
         return ResolvedInput(
             role=role,
             stage=upstream.name,
@@ -244,7 +257,9 @@ class _Planner:
         known = [set(u.partitions) for u in upstreams if u.partitioned]
         parts: dict[str, ResolvedStage] = {}
         skipped: list[str] = []
-        for partition in self.partitions:
+        listed, waiting = self.partitions()
+        waiting += [n for u in upstreams if u.partitioned and not u.partitions for n in u.pending]
+        for partition in listed:
             if any(partition.key not in k for k in known):
                 continue  # an upstream partition the run left out: so is this one
             resolved = self.stage(name, kind, partition)
@@ -267,7 +282,7 @@ class _Planner:
             outputs=dict(kind.output_types(model)),
             conf=_stage_conf(self.spec, name),
             written_name=self.spec.written_stage(name),
-            pending=sorted({n for p in parts.values() for n in p.pending}),
+            pending=sorted({n for p in parts.values() for n in p.pending} | set(waiting)),
             run_params=self.run_params,
             run_id=str(self.context.get("run_id") or ""),
             blocked=sorted({b for p in parts.values() for b in p.blocked}),

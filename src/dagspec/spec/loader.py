@@ -200,8 +200,26 @@ def _check_partitions(spec: PipelineSpec, issues: _IssueCollector) -> None:
             "(which partitions a run computes): rename it",
             at_key=True,
         )
+    of = spec.partitions.of if spec.partitions else None
+    if of is not None and of not in spec.stages:
+        issues.add(("partitions", "of"), f"unknown stage {of!r}{suggest(of, list(spec.stages))}")
+        of = None
+    elif of is not None and IOType.FILES.value not in {spec.output_type(of, o) for o in spec.outputs_of(of)}:
+        issues.add(("partitions", "of"), f"stage {of!r} has no files output to list the partitions' files in")
+        of = None
     for name, stage in spec.stages.items():
         written = spec.written_stage(name)
+        reads = {parse_ref(ref)[0] for ref in stage.stage_refs().values()}
+        if (
+            stage.partitioned
+            and of is not None
+            and not any(spec.stages[r].partitioned for r in reads if r in spec.stages)
+        ) and of not in reads:
+            issues.add(
+                ("stages", written, "inputs"),
+                f"a partitioned stage whose partitions are files of {of!r} "
+                f"(partitions.of) reads {of!r}: name it in inputs",
+            )
         if stage.partitioned and spec.partitions is None:
             issues.add(
                 ("stages", written, "partitioned"),

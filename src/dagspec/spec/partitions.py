@@ -36,12 +36,20 @@ class PartitionsSpec(BaseModel):
     values: list[str | int] | None = Field(
         default=None, description="declared partition keys (instead of files): {{ partition.key }} in params"
     )
+    of: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="a stage whose files output holds the files: a relative `files` glob is listed in its committed "
+        "folder (the day files a generate stage wrote); an absolute one as it is",
+    )
     parallel: int = Field(default=2, ge=1, le=64, description="partitions a stage computes at once (one task)")
 
     @model_validator(mode="after")
     def _one_source(self) -> PartitionsSpec:
         if (self.files is None) == (self.values is None):
             raise ValueError("give either `files` (a glob, one partition per file) or `values` (the keys)")
+        if self.of is not None and self.files is None:
+            raise ValueError("`of` names the stage whose files `files` lists: give `files` too")
         if self.files is not None and len(_CAPTURE.findall(self.files)) > 1:
             raise ValueError(f"`files` may capture one part ({{name}}), got {self.files!r}")
         for value in self.values or []:

@@ -40,8 +40,15 @@ def test_criteo_ctr_pipeline_on_the_real_sample(spark, home, tmp_path: Path) -> 
     small.parent.mkdir()
     small.write_text(spec)
     plan = load_and_run(spark, small, params)
-    assert manifest(plan["train_days"])["rows"] == {"data": 700}
-    assert manifest(plan["train_checked"])["metrics"]["violations"] == 0
+    # one partition per day file; the train window is every day but the last, linked, not rewritten
+    assert {k: manifest(p)["rows"] for k, p in plan["days"].partitions.items()} == {
+        "day_00": {"data": 700},
+        "day_01": {"data": 300},
+    }
+    checked = manifest(plan["train_checked"])
+    assert checked["metrics"]["violations"] == 0 and checked["rows"] == {"data": 700}
+    assert list(checked["inputs"]["data"]["partitions"]) == ["day_00"]
+    assert list(manifest(plan["test"])["inputs"]["data"]["partitions"]) == ["day_01"]
     assert manifest(plan["test"])["rows"] == {"data": 250}
     assert [manifest(plan[f"sample__{n}"])["rows"]["data"] for n in (100, 400)] == [100, 400]
     # nested: the 100-row sample is inside the 400-row one
