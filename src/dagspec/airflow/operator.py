@@ -109,7 +109,10 @@ class DagspecStageOperator(SparkSubmitOperator):
     def resolve(self, context: Any) -> ResolvedStage:
         """This task's stage, resolved with the run's params."""
         try:
-            return resolve_pipeline(self.spec, template_context(context), home=Path(self.home))[self.stage_name]
+            self._resolved = resolve_pipeline(self.spec, template_context(context), home=Path(self.home))[
+                self.stage_name
+            ]
+            return self._resolved
         except DagspecError as exc:
             # the cause first, where `dagspec run` and the task log's reader look (a marker line):
             # e.g. a query that a run's params render into one the sql kind refuses
@@ -179,6 +182,14 @@ class DagspecStageOperator(SparkSubmitOperator):
             computed = (manifest.get("metrics") or {}).get("partitions_computed") or []
             if computed:  # Airflow's partitioned asset events: one per partition this run computed
                 event.add_partitions([str(key) for key in computed])
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The stage's inputs and outputs for Airflow's OpenLineage provider (``dagspec.airflow.lineage``):
+        also on a checkpoint hit, since the task stands for the checkpoint either way."""
+        from dagspec.airflow.lineage import stage_lineage  # the provider's imports only when lineage is on
+
+        stage: ResolvedStage | None = getattr(self, "_resolved", None)
+        return stage_lineage(stage) if stage is not None else None
 
     def mode_of(self, stage: ResolvedStage, connection: Any) -> ExecutionMode:
         """The stage's execution mode under ``connection`` (an Airflow Connection)."""
