@@ -78,6 +78,7 @@ SHARED_GROUPS = {
     "tests/airflow/test_ui.py": "connect-server",  # `airflow up` starts the server, `down` stops it
     "tests/airflow/test_linked_specs_live.py": "connect-server",  # shares test_ui's session Airflow
     "tests/airflow/test_results_view_live.py": "connect-server",  # the same session Airflow
+    "tests/airflow/test_lineage_live.py": "connect-server",  # its runs are clients of the shared server
     "tests/test_bench_scale.py": "connect-server",  # its smoke run is a client of the shared server
     # clients of the shared server: a plugin test elsewhere restarts it (its code hash changes)
     "tests/job/test_failure.py": "connect-server",
