@@ -25,4 +25,5 @@ def test_schema_fields_follow_nested_spark_types() -> None:
     ]
     assert [(f.name, f.type) for f in fields[4].fields or []] == [("px", "double"), ("py", "double")]
     assert all(not f.fields for f in fields[:4])
+    assert [(f.name, f.type) for f in schema_fields("struct<a:b:int>")] == [("a:b", "int")]
     assert schema_fields("struct<>") == [] and schema_fields("") == []

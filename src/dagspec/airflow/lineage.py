@@ -93,7 +93,7 @@ def schema_fields(simple: str) -> list[schema_dataset.SchemaDatasetFacetFields]:
     inner = simple[len("struct<") : -1] if simple.startswith("struct<") and simple.endswith(">") else ""
     fields = []
     for position, part in enumerate(_top_level(inner, ","), start=1):
-        colon = max(i for i, c in _depth_zero(part) if c == ":") if ":" in part else -1
+        colon = max((i for i, c in _depth_zero(part) if c == ":"), default=-1)  # names may hold ':', types not
         if colon < 0:
             continue
         name, type_ = part[:colon], part[colon + 1 :]
