@@ -1,6 +1,7 @@
 """OpenLineage events of a real run: `dagspec run` (`airflow dags test`) with the provider's file transport.
 
-A small spec of four kinds (read a CSV, check it, train a Spark ML forest, evaluate it) runs twice:
+A small spec of five kinds (read a CSV, check it, train a Spark ML forest, evaluate it, export the
+checked table) runs twice:
 the first run computes every stage, the second finds every checkpoint. Every event either run emits
 validates against the OpenLineage spec's JSON schemas, and what the datasets say is what the
 checkpoints committed: rows, content digests, the Parquet files' columns, the check's expectations,
@@ -45,6 +46,7 @@ stages:
     kind: evaluate
     inputs: {{model: forest, data: checked}}
     params: {{bootstrap_replicates: 0}}
+  published: {{kind: export, inputs: {{data: checked}}, params: {{path: lineage_small/checked, partitions: 2}}}}
 """
 UPSTREAM = {
     "checked": {"data": "raw"},
@@ -91,14 +93,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory, airflow_home: Path) -> dict[s
     first, second = base / "first.jsonl", base / "second.jsonl"
     ran = _run(spec, storage, airflow_home, first)
     hit = _run(spec, storage, airflow_home, second)
-    assert "4 ran" in ran and "4 hits" in hit, ran + hit
+    assert "5 ran" in ran and "5 hits" in hit, ran + hit
     manifests = {}
     for success in (storage / DAG).glob("*/*/_SUCCESS"):
         manifests[success.parent.parent.name] = (
             success.parent,
             json.loads((success.parent / "manifest.json").read_text()),
         )
-    return {"first": first, "second": second, "input": data, "manifests": manifests}
+    return {"first": first, "second": second, "input": data, "manifests": manifests, "storage": storage}
 
 
 def test_every_event_of_both_runs_validates_against_the_openlineage_schemas(runs: dict[str, Any]) -> None:
@@ -111,8 +113,10 @@ def test_every_event_of_both_runs_validates_against_the_openlineage_schemas(runs
 
 def test_outputs_carry_the_committed_rows_digest_and_parquet_columns(runs: dict[str, Any], spark: Any) -> None:
     completes = _completes(runs["first"])
-    assert set(completes) == {"raw", "checked", "forest", "scores"}
+    assert set(completes) == {"raw", "checked", "forest", "scores", "published"}
     for stage, event in completes.items():
+        if stage == "published":
+            continue  # its output is no checkpoint's: the next test
         folder, manifest = runs["manifests"][stage]
         outputs = {Path(d["name"]).name: d for d in event["outputs"]}
         assert set(outputs) == set(manifest["outputs"])
@@ -175,3 +179,15 @@ def test_a_hit_reports_the_same_datasets_as_the_run_that_computed_them(runs: dic
     assert set(second) == set(first)
     for stage, event in second.items():
         assert (event["inputs"], event["outputs"]) == (first[stage]["inputs"], first[stage]["outputs"]), stage
+
+
+def test_an_export_reports_the_folder_it_published(runs: dict[str, Any], spark: Any) -> None:
+    (dataset,) = _completes(runs["first"])["published"]["outputs"]
+    target = runs["storage"] / "exports" / "lineage_small" / "checked"
+    _, manifest = runs["manifests"]["published"]
+    assert (dataset["namespace"], dataset["name"]) == ("file", str(target))
+    marker = json.loads((target / "_DAGSPEC_EXPORT.json").read_text())
+    assert dataset["facets"]["version"]["datasetVersion"] == marker["fingerprint"] == manifest["fingerprint"]
+    assert dataset["outputFacets"]["outputStatistics"]["rowCount"] == manifest["metrics"]["rows"] == 200
+    fields = [(f["name"], f["type"]) for f in dataset["facets"]["schema"]["fields"]]
+    assert fields == [(f.name, f.dataType.simpleString()) for f in spark.read.parquet(str(target)).schema.fields]

@@ -12,7 +12,9 @@ what the run that computed it would have reported:
   modification time the cache key holds;
 - a ``check`` stage's expectations are ``dataQualityAssertions`` (and its row count
   ``dataQualityMetrics``) of the table it checked; an ``evaluate`` stage's report is the
-  ``dagspec_evaluation`` facet of its ``report`` output (no standard facet holds model metrics).
+  ``dagspec_evaluation`` facet of its ``report`` output (no standard facet holds model metrics);
+- an ``export``'s published folder is an output too, versioned by the stage's fingerprint (which its
+  export marker records), with its rows and (Parquet) its input's columns.
 
 Each dataset is named as OpenLineage names files (``file`` + absolute path locally, the URI's
 scheme and authority + path elsewhere), and carries a symlink ``dagspec://<dag_id>`` /
@@ -265,6 +267,28 @@ def output_datasets(stage: ResolvedStage, manifest: Mapping[str, Any]) -> list[O
     return found
 
 
+def published_dataset(stage: ResolvedStage, manifest: Mapping[str, Any]) -> OutputDataset | None:
+    """The folder an ``export`` published, versioned by the fingerprint its marker records (the
+    checkpoint holds no copy of it to digest); a Parquet export has its input's columns."""
+    if not stage.publish_path:
+        return None
+    facets: dict[str, DatasetFacet] = {
+        "version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=stage.fingerprint)
+    }
+    source = stage.inputs.get("data")
+    if stage.params.get("format") == "parquet" and source is not None:
+        described = ((source.checkpoint.manifest() or {}).get("outputs") or {}).get(source.output)
+        facets.update({k: v for k, v in _table_facets(described, None).items() if k == "schema"})
+    output_facets: dict[str, OutputDatasetFacet] = {}
+    rows = (manifest.get("metrics") or {}).get("rows")
+    if isinstance(rows, int):
+        output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+            rowCount=rows
+        )
+    namespace, name = dataset_name(stage.publish_path)
+    return OutputDataset(namespace=namespace, name=name, facets=facets, outputFacets=output_facets)
+
+
 def stage_lineage(stage: ResolvedStage) -> OperatorLineage[Any, Any]:
     """The lineage of a stage: its inputs always, its outputs once its checkpoint is committed."""
     found = stage.checkpoint.manifest()
@@ -275,4 +299,6 @@ def stage_lineage(stage: ResolvedStage) -> OperatorLineage[Any, Any]:
         checked.inputFacets = {**(checked.inputFacets or {}), **check_facets(stage, manifest.get("metrics") or {})}
     inputs += source_datasets(stage)
     outputs = output_datasets(stage, manifest) if manifest is not None else []
+    published = published_dataset(stage, manifest) if manifest is not None else None
+    outputs += [published] if published is not None else []
     return OperatorLineage(inputs=inputs, outputs=outputs)
