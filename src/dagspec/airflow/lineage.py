@@ -290,15 +290,31 @@ def published_dataset(stage: ResolvedStage, manifest: Mapping[str, Any]) -> Outp
 
 
 def stage_lineage(stage: ResolvedStage) -> OperatorLineage[Any, Any]:
-    """The lineage of a stage: its inputs always, its outputs once its checkpoint is committed."""
-    found = stage.checkpoint.manifest()
-    manifest = found if found is not None and found.get("fingerprint") == stage.fingerprint else None
-    inputs = [upstream_dataset(stage.dag_id, source) for _, source in sorted(stage.inputs.items())]
-    if manifest is not None and stage.kind == CHECK_KIND and "data" in stage.inputs:
-        checked = inputs[sorted(stage.inputs).index("data")]
-        checked.inputFacets = {**(checked.inputFacets or {}), **check_facets(stage, manifest.get("metrics") or {})}
+    """The lineage of a stage: its inputs always, its outputs once its checkpoint is committed; a
+    partitioned stage's is that of every partition the task stands for."""
+    if stage.partitioned:
+        found: OperatorLineage[Any, Any] = OperatorLineage()
+        for part in stage.partitions.values():
+            found = found.merge(stage_lineage(part))
+        return OperatorLineage(inputs=_unique(found.inputs), outputs=_unique(found.outputs))
+    committed = stage.checkpoint.manifest()
+    manifest = committed if committed is not None and committed.get("fingerprint") == stage.fingerprint else None
+    inputs = []
+    for role, source in sorted(stage.inputs.items()):
+        # a window of a partitioned stage reads each of its parts' checkpoints
+        for read in source.parts or [source]:
+            dataset = upstream_dataset(stage.dag_id, read)
+            if manifest is not None and stage.kind == CHECK_KIND and role == "data":
+                checks = check_facets(stage, manifest.get("metrics") or {})
+                dataset.inputFacets = {**(dataset.inputFacets or {}), **checks}
+            inputs.append(dataset)
     inputs += source_datasets(stage)
     outputs = output_datasets(stage, manifest) if manifest is not None else []
     published = published_dataset(stage, manifest) if manifest is not None else None
     outputs += [published] if published is not None else []
     return OperatorLineage(inputs=inputs, outputs=outputs)
+
+
+def _unique(datasets: list[Any]) -> list[Any]:
+    """Each dataset once (partitions of one stage may read the same upstream output)."""
+    return list({(d.namespace, d.name): d for d in datasets}.values())
