@@ -135,5 +135,11 @@ def partitioned_manifest(partitions: Mapping[str, Any], run_id: str) -> dict[str
         "started": min(started) if started else "",
         "finished": max(finished) if finished else "",
         "duration_s": round(duration, 3) if ran else None,
-        "metrics": {"rows_rejected": rejected, "partitions": len(partitions), "partitions_computed": ran},
+        "metrics": {
+            "rows_rejected": rejected,
+            "partitions": len(partitions),
+            "partitions_computed": ran,
+            # what the run stands for, partition by partition (the UI checks each is still committed)
+            "partition_fingerprints": {key: part.fingerprint for key, part in partitions.items()},
+        },
     }

@@ -17,9 +17,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from dagspec.checkpoint import Checkpoint
 from dagspec.errors import DagspecError
 from dagspec.plan.events import HEADLINE_METRICS
 from dagspec.plan.history import StageRecord, read_run
+from dagspec.plan.resolved import PARTITIONS_DIR
 from dagspec.spec.loader import pipelines_dir, spec_files
 from dagspec.spec.models import PipelineSpec
 from dagspec.spec.together import load_specs
@@ -103,6 +105,18 @@ def stage_of(task_id: str) -> str:
 def checkpoint_now(record: StageRecord) -> tuple[str, str]:
     """The recorded checkpoint today: ``committed`` (as the run left it), ``replaced`` (a forced run
     committed the fingerprint again), ``removed`` (``dagspec gc``) or ``broken``; and a detail."""
+    fingerprints = record.metrics.get("partition_fingerprints")
+    if isinstance(fingerprints, dict):  # a partitioned stage: each partition it read or computed
+        kept = [
+            key
+            for key, fingerprint in fingerprints.items()
+            if Checkpoint(f"{record.stage_dir}/{PARTITIONS_DIR}/{key}", str(fingerprint)).state(record.outputs).done
+        ]
+        computed = record.metrics.get("partitions_computed") or []
+        ran = f"; this run computed {len(computed)}: {', '.join(map(str, computed[:8]))}" if computed else ""
+        if len(kept) == len(fingerprints):
+            return "committed", f"{len(kept)} partitions{ran}"
+        return "removed", f"{len(fingerprints) - len(kept)} of {len(fingerprints)} partitions removed since{ran}"
     found = record.checkpoint_ref.state(record.outputs)
     if found.state == "missing":
         return "removed", "removed since (dagspec gc): the run's record remains"
