@@ -117,8 +117,8 @@ def incremental(args: argparse.Namespace) -> dict[str, Any]:
     parts = _spec(work, "days", PARTITIONED.format(live=live, parallel=args.parallel))
     whole = _spec(work, "days_whole", WHOLE.format(live=live))
     results: dict[str, Any] = {"full": _timed(spark, parts, ("raw", "hashed"))}
-    new = f"day_{args.days:02d}"
-    (live / f"{new}.tsv").symlink_to(logs / f"{new}.tsv")
+    new = f"{args.days:02d}"  # the key the glob's {day} captures
+    (live / f"day_{new}.tsv").symlink_to(logs / f"day_{new}.tsv")
     results["new_day"], results["reread"] = [], []
     for _ in range(args.repeat):
         for stage in ("raw", "hashed"):

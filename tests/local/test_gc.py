@@ -13,8 +13,15 @@ import pytest
 
 from dagspec import storage
 from dagspec.local.cli import main
+from dagspec.plan.reasons import stage_status
+from dagspec.plan.resolve import default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
 from tests.helpers import parquet_table, run_pipeline_in_process, write_spec
+
+
+def load_and_plan(spec):
+    return resolve_pipeline(spec, default_context(spec))["raw"]
+
 
 pytestmark = pytest.mark.spark
 
@@ -92,3 +99,33 @@ def test_gc_keeps_an_invalid_specs_checkpoints_and_a_provisional_stages(
     assert "broken.yaml: invalid (its checkpoints are kept)" in out
     assert all(Path(s.checkpoint_dir, "_SUCCESS").exists() for s in other.values())
     assert Path(kept["few"].checkpoint_dir, "_SUCCESS").exists()  # reused if raw gives the same bytes again
+
+
+def test_gc_collects_per_partition_and_a_deleted_days_checkpoints(
+    spark, home, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    days = tmp_path / "days"
+    days.mkdir()
+    for day, rows in (("1", 3), ("2", 4)):
+        (days / f"day_{day}.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(rows)))
+    path = write_spec(
+        tmp_path / "pipelines",
+        f"""
+        partitions: {{files: "{days}/day_{{day}}.csv"}}
+        stages:
+          raw: {{kind: read, partitioned: true, params: {{format: csv, header: true, path: "{{{{ partition.path }}}}"}}}}
+        """,
+    )
+    monkeypatch.setenv("DAGSPEC_PIPELINES", str(tmp_path / "pipelines"))
+    spec = load_spec(path)
+    first = run_pipeline_in_process(spark, spec)["raw"].partitions
+    (days / "day_1.csv").write_text("x\n7\n8\n")  # day 1 rewritten: its first checkpoint is unreached
+    second = run_pipeline_in_process(spark, spec)["raw"].partitions
+    (days / "day_2.csv").unlink()  # day 2 deleted: its partition is no longer listed
+    assert main(["gc", "--keep", "0"]) == 0
+    out = capsys.readouterr().out
+    assert f"_partitions/1/{first['1'].fingerprint} " in out and f"_partitions/2/{first['2'].fingerprint} " in out
+    assert not Path(first["1"].checkpoint_dir).exists() and not Path(first["2"].checkpoint_dir).exists()
+    assert Path(second["1"].checkpoint_dir, "_SUCCESS").exists()  # what the spec reaches now stays
+    # gc emptied the deleted day's folder: show no longer reports it as deleted
+    assert "deleted" not in " ".join(stage_status(load_and_plan(spec)).reasons)

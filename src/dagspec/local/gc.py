@@ -71,11 +71,12 @@ def plan_removals(
             removals += _stage_removals(stage_dir, reached.get(stage_dir, set()), keep)
             partitions = f"{stage_dir}/{PARTITIONS_DIR}"  # a partitioned stage: each partition's own folder
             for key in storage.list_names(partitions) if storage.is_dir(partitions) else []:
-                removals += _stage_removals(f"{partitions}/{key}", reached.get(f"{partitions}/{key}", set()), keep)
+                folder = f"{partitions}/{key}"
+                removals += _stage_removals(folder, reached.get(folder, set()), keep, latest_kept=False)
     return removals
 
 
-def _stage_removals(stage_dir: str, wanted: set[str], keep: int) -> list[Removal]:
+def _stage_removals(stage_dir: str, wanted: set[str], keep: int, *, latest_kept: bool = True) -> list[Removal]:
     entries = checkpoint.stage_entries(stage_dir)
     live = {e.fingerprint for e in entries if e.kind == "lease" and checkpoint.lease_is_live(stage_dir, e.fingerprint)}
     committed = {e.fingerprint for e in entries if e.kind == "committed"}
@@ -84,7 +85,8 @@ def _stage_removals(stage_dir: str, wanted: set[str], keep: int) -> list[Removal
         key=lambda e: e.finished,
         reverse=True,
     )
-    latest = checkpoint.latest(stage_dir)  # what other specs' stages read of this one
+    # what other specs' stages read of this one (a partition's is read by no other spec)
+    latest = checkpoint.latest(stage_dir) if latest_kept else None
     kept = wanted | {e.fingerprint for e in others[:keep]} | ({latest.fingerprint} if latest else set())
     removals = []
     for entry in entries:

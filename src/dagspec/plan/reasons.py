@@ -114,7 +114,9 @@ def deleted_partitions(stage: ResolvedStage) -> list[str]:
     if not storage.is_dir(folder):
         return []
     listed = set(stage.partitions) | set(stage.skipped)
-    return order_keys([key for key in storage.list_names(folder) if key not in listed])
+    gone = [key for key in storage.list_names(folder) if key not in listed]
+    held = [k for k in gone if any(e.kind == "committed" for e in checkpoint.stage_entries(f"{folder}/{k}"))]
+    return order_keys(held)  # a folder gc emptied is no partition any more
 
 
 def published_by_other_run(stage: ResolvedStage, published: str) -> str:
