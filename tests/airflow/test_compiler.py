@@ -83,7 +83,7 @@ IMPORT_GUARD = """
 import sys, importlib.abc
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in {"pyspark", "tensorflow", "xgboost", "keras", "py4j"}:
+        if name.split(".")[0] in {"pyspark", "tensorflow", "xgboost", "keras", "py4j", "vowpalwabbit", "pylibvw"}:
             raise ImportError(f"blocked at DAG-parse time: {name}")
 sys.meta_path.insert(0, Block())
 import runpy

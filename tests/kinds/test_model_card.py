@@ -92,7 +92,7 @@ def test_class_names_name_the_classes_or_the_value_stands_in() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"flavor": "onnx"}, r"flavor: Input should be 'keras', 'xgboost' or 'spark_ml'"),
+        ({"flavor": "onnx"}, r"flavor: Input should be 'keras', 'xgboost', 'spark_ml' or 'vw'"),
         ({"classes": [0, 1, 2]}, r"task 'binary' does not fit 3 classes"),
         ({"classes": [True, False]}, r"classes\.0: Input should be a valid integer"),
         ({"classes": [1, 1]}, r"classes must be >= 2 distinct integers"),

@@ -44,6 +44,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "dagspec.kinds.training.train_keras",
     "dagspec.kinds.training.train_xgboost",
     "dagspec.kinds.training.train_spark_ml",
+    "dagspec.kinds.training.train_vw",
     "dagspec.kinds.scoring.predict",
     "dagspec.kinds.scoring.evaluate",
     "dagspec.kinds.scoring.compare",

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 MODEL_CARD = "model.json"
 CARD_VERSION: Literal[1] = 1
 TRAIN_AGAIN = "run its training stage again (dagspec run SPEC --force, or remove the checkpoint)"
-Flavor = Literal["keras", "xgboost", "spark_ml"]
+Flavor = Literal["keras", "xgboost", "spark_ml", "vw"]
 
 
 class TrainingData(BaseModel):
@@ -57,6 +57,27 @@ class Features(BaseModel):
     input_columns: list[str] = Field(min_length=1, description="the columns the model reads")
     num_features: int = Field(ge=1, description="features per row")
     missing: float = Field(description="the value that means missing (0 for sparse vectors, NaN for columns)")
+
+
+class VWNamespace(BaseModel):
+    """One Vowpal Wabbit namespace of a ``train_vw`` model: its name and the columns that fill it.
+
+    ``train_vw`` takes them as params and writes them into the card (``namespaces``); inference
+    reads them back, so training and scoring build the same example lines.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(
+        pattern=r"^[A-Za-z][A-Za-z0-9_]*$",
+        description="the namespace (VW's interactions, -q, name a namespace by its first letter)",
+    )
+    columns: list[str] = Field(min_length=1, description="the columns whose values go into this namespace")
+    values: Literal["numeric", "categorical"] = Field(
+        description="numeric: the feature <column>:<value>; categorical: the token <column>_<value> (weight 1);"
+        " a missing value adds no feature"
+    )
+    log1p: bool = Field(default=False, description="numeric: log1p of positive values (heavy tails)")
 
 
 class ModelCard(BaseModel):
@@ -92,6 +113,7 @@ class ModelCard(BaseModel):
     missing: float | None = Field(default=None, description="xgboost: the value that means missing")
     probability_col: str | None = Field(default=None, description="spark_ml: the fitted pipeline's probability column")
     rounds: int | None = Field(default=None, description="xgboost: boosting rounds of the saved booster")
+    namespaces: list[VWNamespace] | None = Field(default=None, description="vw: the namespaces of an example line")
 
     @model_validator(mode="after")
     def _classes_fit(self) -> ModelCard:
@@ -115,6 +137,12 @@ class ModelCard(BaseModel):
             num_features=self.num_features,
             missing=self.missing,
         )
+
+    def vw_namespaces(self) -> list[VWNamespace]:
+        """The namespaces a vw model's example lines are built from (vw cards record them)."""
+        if not self.namespaces:
+            raise StageFailedError(f"the {self.flavor} model card of {self.kind} has no namespaces: not a vw model")
+        return self.namespaces
 
     def class_names_by_value(self) -> dict[str, str]:
         """Class value (as text) -> its name, for every class (the value stands in for a missing name)."""

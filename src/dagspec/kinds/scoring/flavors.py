@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.scoring import flavor_keras, flavor_spark_ml, flavor_xgboost
+from dagspec.kinds.scoring import flavor_keras, flavor_spark_ml, flavor_vw, flavor_xgboost
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,6 +40,7 @@ FLAVORS: Mapping[str, FlavorModule] = {
     "keras": flavor_keras,
     "spark_ml": flavor_spark_ml,
     "xgboost": flavor_xgboost,
+    "vw": flavor_vw,
 }
 
 
