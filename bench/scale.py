@@ -67,7 +67,7 @@ from scale_probe import (
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-ENGINE_STAGES = {e: (e, f"eval_{e}") for e in ("xgb_single", "xgb_spark", "lr", "rf")}
+ENGINE_STAGES = {e: (e, f"eval_{e}") for e in ("xgb_single", "xgb_spark", "lr", "rf", "vw")}
 PHYSICS_DATA = ("events", "features", "features_checked", "balanced", "split", "train_parquet", "test_parquet")
 EVENT_LOG_CONF = """\
 spark.eventLog.enabled true

@@ -4,7 +4,7 @@ Each run's ``report`` stage wrote ``metrics.tsv`` for its train sizes (``scale.p
 its rows in the JSON lines file, as a ``_report`` row, so a run folder can be thrown away); this
 merges them (a later run of the same engine and size replaces an earlier one) and draws them with
 the report stage's own code: ROC AUC, log loss, train time and maximum memory against the train size (log x), one line per
-engine, the published local XGBoost curve dashed beside them.
+engine, the published curve of each engine that has one dashed beside them.
 """
 
 from __future__ import annotations

@@ -83,16 +83,18 @@ def test_the_shipped_criteo_spec_keeps_its_tasks_and_report(tmp_path: Path) -> N
     text = (REPO / "pipelines" / "criteo_ctr.yaml").read_text()
     assert len(text.splitlines()) <= 111 // 2
     benchmark = set(spec.stages) - {"train_checked", "best_gate"}  # the two #13 stages: data and model checks
-    assert len(benchmark) == 39  # 40 until the two day readers became one partitioned stage (days)
+    assert len(benchmark) == 45  # 46 until the two day readers became one partitioned stage (days)
     assert sorted(spec.stages["report"].inputs) == sorted(
-        f"{engine}__{size}" for engine in ("xgb_single", "xgb_spark", "lr", "rf") for size in (10000, 30000, 100000)
+        f"{engine}__{size}"
+        for engine in ("xgb_single", "xgb_spark", "lr", "rf", "vw")
+        for size in (10000, 30000, 100000)
     )
-    # adding a train size is one list entry: a sample, two feature sets, four models and their evaluations
+    # adding a train size is one list entry: a sample, two feature sets, five models and their evaluations
     bigger = write_spec(
         tmp_path, text.replace("default: [10000, 30000, 100000]", "default: [10000, 30000, 100000, 300000]")
     )
     more = load_spec(bigger)
-    assert len(more.stages) == len(spec.stages) + 11 and len(more.stages["report"].inputs) == 16
+    assert len(more.stages) == len(spec.stages) + 13 and len(more.stages["report"].inputs) == 20
 
 
 @pytest.mark.parametrize(

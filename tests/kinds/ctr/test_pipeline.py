@@ -27,7 +27,7 @@ def test_criteo_ctr_pipeline_on_the_real_sample(spark, home, tmp_path: Path) -> 
         "hash_bits": 12,
         "xgb_rounds": 8,
         "rf_trees": 4,
-        "engines": ["xgb_single", "xgb_spark", "lr", "rf"],
+        "engines": ["xgb_single", "xgb_spark", "lr", "rf", "vw"],
     }
     # the sizes shape the DAG (a matrix), so they are the spec's default, not a run's param; the
     # gate's floor is lowered: 250 test rows with one click say nothing about a model's quality
@@ -60,7 +60,7 @@ def test_criteo_ctr_pipeline_on_the_real_sample(spark, home, tmp_path: Path) -> 
         rows = list(csv.DictReader(handle, delimiter="\t"))
     assert list(rows[0]) == ["Engine", "Train size", "ROC AUC", "Log loss", "Train time", "Maximum memory", "CPU load"]
     assert {(r["Engine"], int(r["Train size"])) for r in rows} == {
-        (e, n) for e in ("xgb_single", "xgb_spark", "lr", "rf") for n in (100, 400)
+        (e, n) for e in ("xgb_single", "xgb_spark", "lr", "rf", "vw") for n in (100, 400)
     }
     # Every report row is exactly its evaluate stage's metrics.json (eval_<engine>__<size>), so a
     # row taken from the wrong report or a wrong column fails. The test day of the sample holds 2

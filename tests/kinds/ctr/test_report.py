@@ -64,9 +64,27 @@ def test_report_writes_the_benchmark_table_and_plots(tmp_path: Path) -> None:
     curves = json.loads((out / "curves.json").read_text())
     assert curves["ROC AUC"]["xgb"] == [[1000, 0.7], [10000, 0.75]]
     assert curves["Train time"] == {"lr": [[1000, 2.0]], "xgb": [[1000, 1.0], [10000, 3.0]]}
-    published = curves["ROC AUC"][seed.LABEL]
-    assert published[0] == [10_000, 0.650] and published[-1] == [10_000_000, 0.6965] and len(published) == 7
-    assert curves["Log loss"][seed.LABEL] == [[10_000, 0.1472], [10_000_000, 0.14323]]
+    # the published curves of the engines shown (xgb, lr), not of rf (filtered out) nor vw (not run)
+    xgb, lr = (next(c for c in seed.CURVES if c.engine == name) for name in ("xgb", "lr"))
+    assert sorted(name for name in curves["ROC AUC"] if name in seed.LABELS) == sorted([xgb.label, lr.label])
+    assert curves["ROC AUC"][xgb.label] == [[size, auc] for size, auc in xgb.roc_auc]
+    assert curves["Log loss"][lr.label] == [[size, loss] for size, loss in lr.log_loss]
+    assert curves["ROC AUC"][xgb.label][-1] == [10_000_000, 0.7507] and len(curves["Log loss"][xgb.label]) == 7
+
+
+def test_report_draws_the_published_curve_of_every_engine_that_has_one(tmp_path: Path) -> None:
+    inputs = {
+        f"{engine}__10000": _evaluation(tmp_path / engine, 0.7, 0.14, 1.0, roc_auc_ci=[0.68, 0.72])
+        for engine in ("xgb_single", "xgb_spark", "vw", "lr", "rf", "mine")
+    }
+    ctx = _ctx(tmp_path)
+    report(inputs, ReportParams(), ctx)
+    curves = json.loads((Path(ctx.output_path("report")) / "curves.json").read_text())
+    for column in ("ROC AUC", "Log loss"):  # xgb_single and xgb_spark share XGBoost's; mine has none
+        assert {name for name in curves[column] if name in seed.LABELS} == seed.LABELS
+        assert len(seed.LABELS) == 4
+    assert curves["ROC AUC interval"]["vw"] == [[10000, 0.68, 0.72]]  # the run's interval beside them
+    assert {name for name in curves["Train time"] if name in seed.LABELS} == set()
 
 
 def test_report_without_the_published_curve(tmp_path: Path) -> None:

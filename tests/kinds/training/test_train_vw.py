@@ -1,8 +1,7 @@
-"""train_vw on the real Criteo sample and on generated logs; scoring through the vw flavor, evaluate and predict.
+"""train_vw on the real Criteo sample and on generated logs; scoring through the vw flavor, predict and evaluate.
 
-Predictions are compared row by row through a stored row key with plain VW loading the committed
-model file; how well a model ranks is measured on held-out rows of generated logs (the real
-sample has too few clicks for that).
+Predictions are compared with plain VW loading the committed model file; how well a model ranks
+is measured by evaluate on held-out rows of generated logs (the real sample has too few clicks).
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import functions as F
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.model_card import parse_model_card, read_model_card
@@ -36,7 +34,8 @@ def _plain_vw(model_file: Path, lines: list[str]) -> list[float]:
         workspace.finish()
 
 
-def test_vw_trains_on_the_real_sample_and_scores_through_evaluate_and_predict(spark, home, tmp_path: Path) -> None:
+def test_vw_trains_on_the_real_sample_and_predict_scores_as_vw_does(spark, home, tmp_path: Path) -> None:
+    # evaluate on a vw model runs in the criteo_ctr pipeline test and in the held-out test below
     spec = write_spec(
         tmp_path / "pipelines",
         f"""
@@ -45,8 +44,7 @@ def test_vw_trains_on_the_real_sample_and_scores_through_evaluate_and_predict(sp
           as_is: {{kind: ctr_features, inputs: {{data: raw}}, params: {{mode: as_is}}}}
           vw: {{kind: train_vw, inputs: {{train: as_is}}, params: {{bits: 16, passes: 2, batch_rows: 300, interactions: [ic]}}}}
           vw_raw: {{kind: train_vw, inputs: {{train: raw}}, params: {{bits: 16}}}}
-          scores: {{kind: evaluate, inputs: {{model: vw, data: as_is}}}}
-          scored: {{kind: predict, inputs: {{model: vw_raw, data: raw}}, params: {{probabilities: array}}}}
+          scored: {{kind: predict, inputs: {{model: vw, data: as_is}}, params: {{probabilities: array, batch_size: 64}}}}
         """,
     )
     plan = load_and_run(spark, spec)
@@ -64,25 +62,18 @@ def test_vw_trains_on_the_real_sample_and_scores_through_evaluate_and_predict(sp
     # two passes over the 1000 rows, read from Parquet in batches of 300 rows
     assert metrics["rows_learned"] == 2000 and card.model_extra["rows_learned"] == 2000
     assert 0 < metrics["average_logloss"] < 0.693  # better than a coin on rows it learned from
-    # evaluate scored every row with the model's card; the report carries the training costs
-    report = json.loads((Path(plan["scores"].output_path("report")) / "metrics.json").read_text())
-    assert report["flavor"] == "vw" and report["rows"] == 1000 and report["train_time_s"] == card.train_time_s
-    # through the flavor, row by row: what plain VW predicts with the committed file on the same lines
+    # the raw Criteo columns (hex strings) are namespaces as well
+    assert manifest(plan["vw_raw"])["metrics"]["rows_learned"] == 1000
+    # predict, through the flavor in 64-row slices: what plain VW predicts with the committed file
+    # for the same rows (compared as sorted lists: predict keeps no row key here)
     table = pq.read_table(plan["as_is"].output_path("data"))
     expected = _plain_vw(model_dir / card.artifact, example_lines(table, CRITEO_NAMESPACES))
-    from dagspec.kinds.scoring.models import transform_with_model
-
-    keyed = spark.read.parquet(plan["as_is"].output_path("data")).withColumn("row", F.monotonically_increasing_id())
-    rows = transform_with_model(spark, str(model_dir), keyed, ["row"], batch_size=64).orderBy("row").collect()
+    rows = spark.read.parquet(plan["scored"].output_path("data")).collect()
     got = np.array([r["probability"] for r in rows])
-    np.testing.assert_allclose(got[:, 1], expected, rtol=1e-6)
+    np.testing.assert_allclose(np.sort(got[:, 1]), np.sort(expected), rtol=1e-6)
     np.testing.assert_allclose(got.sum(axis=1), 1.0)
     assert [r["prediction"] for r in rows] == [int(p[1] > p[0]) for p in got]
-    # the raw Criteo columns (hex strings) train and score as well: predict keeps every row
-    raw_card = read_model_card(Path(plan["vw_raw"].output_path("model")))
-    assert raw_card.params["passes"] == 1 and manifest(plan["scored"])["rows"] == {"data": 1000}
-    scored = spark.read.parquet(plan["scored"].output_path("data"))
-    assert scored.where(F.col("probability")[1].between(0, 1)).count() == 1000
+    assert len(set(expected)) > 100  # the rows are told apart, so the sorted match pairs them
 
 
 def test_vw_ranks_held_out_rows_above_chance(spark, home, tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ Each input role is one (engine, train size) point: ``params.points[role]``, else
 benchmark's columns, one PNG per metric against the train size (log x), one line per engine, and
 ``report/curves.json`` with the plotted points (and ``"ROC AUC interval"`` / ``"Log loss
 interval"``: evaluate's confidence intervals, drawn as error bars, when the reports have them). The
-ROC AUC and log loss plots also draw the published curve the benchmark reproduces (``published``, see ``kinds/ctr/published.py``).
+ROC AUC and log loss plots also draw, dashed, the published curve of every engine of the run that
+has one (``published``; ``kinds/ctr/published.py``: XGBoost beside ``xgb_*``, Vowpal Wabbit beside
+``vw``, Spark ML LR and RF beside ``lr`` and ``rf``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ class ReportParams(StageParams):
     engines: list[str] | None = Field(default=None, description="only these engines (default: all)")
     published: bool = Field(
         default=True,
-        description="draw the seed benchmark's published XGBoost curve (real Criteo 1TB) on the ROC AUC and log loss plots",
+        description="draw the seed benchmark's published curve (real Criteo 1TB) of every engine of the run that has"
+        " one (xgb_*, vw, lr, rf) on the ROC AUC and log loss plots",
     )
 
     @field_validator("engines", mode="before")
@@ -134,16 +137,20 @@ def report(inputs: Inputs, params: ReportParams, ctx: StageContext) -> Outputs:
 def learning_curves(rows: list[dict[str, Any]], published: bool) -> dict[str, dict[str, list[list[float]]]]:
     """column -> series name -> [[train size, value], ...] sorted by size: what the plots draw."""
     curves: dict[str, dict[str, list[list[float]]]] = {}
+    engines = {r["Engine"] for r in rows}
+    drawn = seed.curves_for(engines) if published else []
     for column in PLOTS:
         series: dict[str, list[list[float]]] = {}
-        for engine in sorted({r["Engine"] for r in rows}):
+        for engine in sorted(engines):
             points = sorted(
                 [r["Train size"], r[column]] for r in rows if r["Engine"] == engine and r[column] is not None
             )
             if points:
                 series[engine] = points
-        if published and column in seed.CURVES:
-            series[seed.LABEL] = [[size, value] for size, value in sorted(seed.CURVES[column].items())]
+        for curve in drawn:
+            published_points = curve.columns().get(column)
+            if published_points:
+                series[curve.label] = [[size, value] for size, value in sorted(published_points.items())]
         curves[column] = series
         if column in INTERVALS:  # "<column> interval": engine -> [[train size, low, high], ...]
             bars = {
@@ -152,7 +159,7 @@ def learning_curves(rows: list[dict[str, Any]], published: bool) -> dict[str, di
                     for r in rows
                     if r["Engine"] == engine and r[f"{column} low"] is not None
                 )
-                for engine in sorted({r["Engine"] for r in rows})
+                for engine in sorted(engines)
             }
             if any(bars.values()):
                 curves[f"{column} interval"] = {engine: points for engine, points in bars.items() if points}
@@ -167,14 +174,15 @@ def plot_learning_curves(curves: dict[str, dict[str, list[list[float]]]], out: P
     import matplotlib.pyplot as plt
 
     units = {"Train time": " (s)", "Maximum memory": " (MB)"}
+    colors = {curve.label: curve.color for curve in seed.CURVES}
     for column, filename in PLOTS.items():
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = plt.subplots(figsize=(8, 4))
         bars = curves.get(f"{column} interval", {})
         for name, points in curves[column].items():
             xs, ys = [p[0] for p in points], [p[1] for p in points]
             ends = {p[0]: (p[1], p[2]) for p in bars.get(name, [])}
-            if name == seed.LABEL:
-                ax.plot(xs, ys, label=name, linestyle="--", color="0.4", marker="s")
+            if name in seed.LABELS:
+                ax.plot(xs, ys, label=name, linestyle="--", color=colors[name], marker="s", markersize=4)
             elif ends:  # the confidence intervals as error bars (none at points without one)
                 below = [y - ends.get(x, (y, y))[0] for x, y in zip(xs, ys, strict=True)]
                 above = [ends.get(x, (y, y))[1] - y for x, y in zip(xs, ys, strict=True)]
@@ -187,7 +195,7 @@ def plot_learning_curves(curves: dict[str, dict[str, list[list[float]]]], out: P
         ax.set_title(f"{column} vs train size")
         ax.grid(True, which="both", alpha=0.3)
         if curves[column]:
-            ax.legend(fontsize="small")
+            ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside: curves stay visible
         fig.tight_layout()
         fig.savefig(out / filename, dpi=100)
         plt.close(fig)
