@@ -77,8 +77,9 @@ spark.eventLog.rolling.enabled false
 """
 
 
-def _upstream(ref: str) -> str:
-    return ref.split(".", 1)[0]
+def _upstream(ref: str | dict[str, object]) -> str:
+    """The stage an input reads: 'stage.output', or a window's {stage: ...}."""
+    return str(ref["stage"] if isinstance(ref, dict) else ref).split(".", 1)[0]
 
 
 def _keep_closure(stages: dict[str, Any], targets: list[str]) -> dict[str, Any]:

@@ -109,3 +109,17 @@ def test_a_partitioned_stage_cannot_be_a_matrix(tmp_path: Path) -> None:
     )
     with pytest.raises(SpecValidationError, match="a matrix stage cannot be partitioned"):
         load_spec(write_spec(tmp_path, text))
+
+
+def test_a_spec_without_partitions_keeps_its_own_param_named_partitions(tmp_path: Path) -> None:
+    from dagspec.plan.partitions import run_scope
+    from dagspec.plan.resolve import default_context
+
+    spec = load_spec(
+        write_spec(
+            tmp_path,
+            HEAD + "params: {partitions: {type: integer, default: 1}}\nstages:\n"
+            "  u: {kind: read, params: {format: tsv, path: x}}\n",
+        )
+    )
+    assert not run_scope(spec, default_context(spec)).limited  # Spark partitions of its own, no backfill

@@ -125,7 +125,7 @@ class DagspecStageOperator(SparkSubmitOperator):
         stage = self.resolve(context)
         if stage.blocked:  # another spec's output it reads was never committed
             raise AirflowException(f"stage {stage.name!r}: {'; '.join(stage.blocked)}")
-        scope = run_scope(template_context(context))
+        scope = run_scope(self.spec, template_context(context))
         if scope.limited and not stage.partitioned:
             raise AirflowSkipException(
                 f"this run computes partitions {context['params'].get(PARTITIONS_PARAM)} of the partitioned stages "

@@ -55,8 +55,11 @@ class RunScope:
         return self.scope is not None
 
 
-def run_scope(context: Mapping[str, Any]) -> RunScope:
-    """The scope of the run whose template context is ``context``."""
+def run_scope(spec: PipelineSpec, context: Mapping[str, Any]) -> RunScope:
+    """The scope of the run of ``spec`` whose template context is ``context``; a spec without
+    partitions has none (its own param named ``partitions``, if any, is just its param)."""
+    if spec.partitions is None:
+        return RunScope()
     params = context.get("params") or {}
     key = context.get(RUN_PARTITION_KEY)
     return RunScope(parse_scope(params.get(PARTITIONS_PARAM)), str(key) if key else None)

@@ -115,7 +115,7 @@ class _Planner:
         self.run_params = run_params
         self.resolved: dict[str, ResolvedStage] = {}
         self.manifests: dict[str, dict[str, Any] | None] = {}
-        self.scope = run_scope(context)
+        self.scope = run_scope(spec, context)
         self._partitions: list[Partition] | None = None
 
     def partitions(self) -> tuple[list[Partition], list[str]]:
