@@ -10,6 +10,7 @@ processor at parse time, a task at run time).
 from __future__ import annotations
 
 import difflib
+import functools
 import itertools
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -146,6 +147,18 @@ def _native(result: Any) -> Any:
     return result
 
 
+@functools.lru_cache(maxsize=4096)
+def _expression(source: str) -> Any:
+    """A compiled expression (compiled once: a partitioned stage renders the same params per partition)."""
+    return _JINJA.compile_expression(source, undefined_to_none=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _template(source: str) -> Any:
+    """A compiled template (compiled once, as expressions are)."""
+    return _JINJA.from_string(source)
+
+
 def render(value: Any, context: Mapping[str, Any]) -> Any:
     """Render every Jinja string inside ``value`` (Jinja's exceptions propagate).
 
@@ -159,8 +172,8 @@ def render(value: Any, context: Mapping[str, Any]) -> Any:
         try:
             single = _SINGLE_EXPRESSION.match(value)
             if single is not None:
-                return _native(_JINJA.compile_expression(single["expr"], undefined_to_none=False)(**context))
-            return _JINJA.from_string(value).render(context)
+                return _native(_expression(single["expr"])(**context))
+            return _template(value).render(context)
         finally:
             _range_budget.reset(token)
     if isinstance(value, Mapping):
