@@ -25,6 +25,7 @@ from dagspec.job.connect_server import ServerSettings, ensure_server, out_of_mem
 from dagspec.job.executor_wait import watch_executors
 from dagspec.job.failure import stage_failure
 from dagspec.job.partitions import run_partitions
+from dagspec.job.progress import watch_progress
 from dagspec.job.runtime import run_stage
 from dagspec.job.session import create_session
 from dagspec.kinds.catalog import load_catalog, plugins_dir
@@ -232,11 +233,12 @@ def main(argv: list[str]) -> int:
         if not url:  # a driver of its own: never wait forever for executors
             watch_executors(spark, app_name, lambda cause: announce(stage, StageFailure(stage.name, stage.kind, cause)))
         try:
-            if stage.partitioned:
-                return run_partitions(
-                    spark, stage, force=force, report=lambda part, exc: report_failure(part, exc, url)
-                )
-            result = run_stage(spark, stage, force=force)
+            with watch_progress(spark, stage, connect=bool(url)):
+                if stage.partitioned:
+                    return run_partitions(
+                        spark, stage, force=force, report=lambda part, exc: report_failure(part, exc, url)
+                    )
+                result = run_stage(spark, stage, force=force)
         finally:
             with contextlib.suppress(Exception):  # a dead Connect server cannot release the session
                 spark.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
@@ -26,6 +27,7 @@ from dagspec.local.airflow_env import (
     short_airflow_argv,
     uses_local_server,
 )
+from dagspec.local.progress_view import follow_progress
 from dagspec.local.project import (
     absolute_root,
     display,
@@ -264,7 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"running {spec.dag_id} ({len(spec.stages)} stages) through `airflow dags test`; log: {display(log_path, home)}"
     )
     started = time.time()
-    with log_path.open("w") as log:
+    with log_path.open("w") as log, contextlib.nullcontext() if args.verbose else follow_progress(log_path):
         code, run_id = dags_test(spec.dag_id, overrides, env, None if args.verbose else log)
     if run_id is None:  # no run at all: the cause first, never a `None` state
         lines = [] if args.verbose else log_path.read_text().splitlines()

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from dagspec.kinds.progress import report_training
 from dagspec.kinds.training.keras_inputs import (
     InputSpec,
     Piece,
@@ -301,6 +302,10 @@ def run_training(job: TrainJob, rank: int, resume: Path | None, model_path: Path
             history["epoch_time_s"].append(round(time.perf_counter() - te, 3))
             if checkpoint_dir is not None and rank == 0:
                 _save_checkpoint(checkpoint_dir, epoch + 1, model, optimizer, history)
+            if rank == 0:  # the stage's progress (in the stage's own process only: workers: 1)
+                report_training(
+                    "epoch", epoch + 1, job.epochs, {k: v[-1] for k, v in history.items() if v and k != "epoch_time_s"}
+                )
             _say(
                 rank, f"epoch {epoch + 1}/{job.epochs} " + " ".join(f"{k}={v[-1]:.4f}" for k, v in history.items() if v)
             )

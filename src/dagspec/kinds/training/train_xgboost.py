@@ -251,6 +251,21 @@ def checkpoint_callback(path: Path, every: int) -> Any:
     return SaveEvery()
 
 
+def progress_callback(num_round: int) -> Any:
+    """A callback reporting each round and its eval metrics (``dagspec.kinds.progress``); it only reads."""
+    import xgboost as xgb
+
+    from dagspec.kinds.progress import report_training
+
+    class ReportRounds(xgb.callback.TrainingCallback):
+        def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+            latest = {f"{data}-{name}": float(v[-1]) for data, log in evals_log.items() for name, v in log.items()}
+            report_training("round", model.num_boosted_rounds(), num_round, latest)
+            return False
+
+    return ReportRounds()
+
+
 def _train_single_node(
     ctx: StageContext,
     params: TrainXGBoostParams,
@@ -291,7 +306,10 @@ def _train_single_node(
             evals_result=history,
             verbose_eval=False,
             xgb_model=init,
-            callbacks=[checkpoint_callback(scratch / CHECKPOINT, params.checkpoint_every)],
+            callbacks=[
+                checkpoint_callback(scratch / CHECKPOINT, params.checkpoint_every),
+                progress_callback(params.num_round),
+            ],
         )
         return booster, {name: [float(v) for v in h["logloss"]] for name, h in history.items()}
 
