@@ -70,6 +70,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 SHARED_GROUPS = {
     "tests/local/test_run.py": "connect-server",
     "tests/local/test_run_matrix.py": "connect-server",
+    "tests/local/test_run_progress.py": "connect-server",
     "tests/local/test_run_history.py": "connect-server",
     "tests/local/test_concurrency.py": "connect-server",
     "tests/local/test_connect_server.py": "connect-server",

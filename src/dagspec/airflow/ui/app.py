@@ -12,6 +12,7 @@ that into an error page with its HTTP status.
 from __future__ import annotations
 
 import mimetypes
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
@@ -28,6 +29,7 @@ from dagspec.airflow.ui.results import (
     compare_runs,
     find_spec,
     missing_records_note,
+    running_progress,
     stage_of,
     stage_rows,
 )
@@ -157,7 +159,7 @@ def _run_rows(dag_id: str, run_id: str, store: RunStore) -> tuple[str, RunInfo, 
         records = read_run(root, dag_id, run_id)
     except DagspecError as exc:
         raise PageError(409, f"{dag_id}: {run_id}", f"cannot read the run's records: {exc}") from exc
-    rows = stage_rows(spec.stage_order(), records, store.tasks(dag_id, run_id))
+    rows = stage_rows(spec.stage_order(), records, store.tasks(dag_id, run_id), partial(running_progress, root, dag_id))
     return root, run, rows, missing_records_note(run, records)
 
 

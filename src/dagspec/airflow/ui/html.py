@@ -27,6 +27,7 @@ code, .fp { font-family: ui-monospace, monospace; font-size: 12px; }
 .done, .success, .ran, .passed, .committed { color: #276749; }
 .missing, .failed, .refused, .removed, .broken { color: #c53030; }
 .hit { color: #2b6cb0; } .replaced { color: #b7791f; } .muted { color: #718096; } nav a { margin-right: 14px; }
+.progress { color: #4a5568; font-size: 90%; white-space: nowrap; }
 img.plot { max-width: 100%; border: 1px solid #e2e8f0; }
 """
 

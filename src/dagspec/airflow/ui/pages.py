@@ -67,6 +67,14 @@ def _relative(path: str, root: str) -> str:
     return posixpath.relpath(path, root) if path.startswith(f"{root.rstrip('/')}/") else path
 
 
+def _progress(row: StageRow) -> str:
+    """A running stage's latest progress line, as its job last wrote it."""
+    p = row.progress
+    if p is None:
+        return ""
+    return f'<div class="progress" title="updated {esc(p.updated)}">{esc(p.text())} ({p.elapsed_s:.0f} s)</div>'
+
+
 def run_page(base: str, run: RunInfo, rows: Sequence[StageRow], root: str, note: str = "") -> str:
     """Every stage of a run as the run recorded it: task state, ran or hit, fingerprint, the checkpoint
     now, rows, duration, checkpoint; ``note`` says why there is nothing recorded."""
@@ -80,7 +88,7 @@ def run_page(base: str, run: RunInfo, rows: Sequence[StageRow], root: str, note:
         body_rows.append([
             f"<td>{link(stage_url(base, run.dag_id, run.run_id, row.name), row.name)}</td>",
             f"<td>{esc(record.kind if record else '-')}</td>",
-            f'<td class="{esc(task_state)}">{esc(task_state)}</td>',
+            f'<td class="{esc(task_state)}">{esc(task_state)}{_progress(row)}</td>',
             f"<td>{_cache(row)}</td>",
             f'<td class="fp">{esc(record.fingerprint if record else "-")}</td>',
             f"<td>{_now(row)}</td>",

@@ -10,15 +10,17 @@ since by a forced run, or removed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from dagspec.checkpoint import Checkpoint
+from dagspec import storage
+from dagspec.checkpoint import Checkpoint, lease_is_live
 from dagspec.errors import DagspecError
+from dagspec.kinds.progress import PROGRESS_PREFIX, StageProgress, read_progress
 from dagspec.plan.events import HEADLINE_METRICS
 from dagspec.plan.history import StageRecord, read_run
 from dagspec.plan.resolved import PARTITIONS_DIR
@@ -65,6 +67,7 @@ class StageRow:
     record: StageRecord | None
     now: str = ""  # the recorded checkpoint now: committed / replaced / removed / broken ("": no record)
     now_detail: str = ""
+    progress: StageProgress | None = None  # a running task's latest progress (``dagspec.kinds.progress``)
 
     @property
     def rows_out(self) -> int | None:
@@ -128,10 +131,27 @@ def checkpoint_now(record: StageRecord) -> tuple[str, str]:
     return "committed", ""
 
 
+def running_progress(root: str, dag_id: str, stage: str) -> StageProgress | None:
+    """The latest progress a live attempt of ``stage`` keeps beside its checkpoints (a killed
+    attempt's file, whose lease is not live, is not shown)."""
+    stage_dir = storage.join_under(root, f"{dag_id}/{stage}")
+    found = []
+    for name in storage.list_names(stage_dir):
+        if name.startswith(PROGRESS_PREFIX) and name.endswith(".json"):
+            fingerprint = name[len(PROGRESS_PREFIX) : -len(".json")]
+            progress = read_progress(stage_dir, fingerprint) if lease_is_live(stage_dir, fingerprint) else None
+            found += [progress] if progress is not None else []
+    return max(found, key=lambda p: p.updated, default=None)
+
+
 def stage_rows(
-    order: Sequence[str], records: Mapping[str, StageRecord], tasks: Mapping[str, TaskInfo]
+    order: Sequence[str],
+    records: Mapping[str, StageRecord],
+    tasks: Mapping[str, TaskInfo],
+    running: Callable[[str], StageProgress | None] | None = None,
 ) -> list[StageRow]:
-    """The run's stages: those it recorded or has a task for, in ``order`` (the spec's), then any other."""
+    """The run's stages: those it recorded or has a task for, in ``order`` (the spec's), then any other;
+    ``running(stage)``: the progress of a stage whose task runs."""
     by_stage = {stage_of(task_id): info for task_id, info in tasks.items()}
     present = set(records) | set(by_stage)
     names = [n for n in order if n in present] + sorted(present - set(order))
@@ -139,7 +159,9 @@ def stage_rows(
     for name in names:
         record = records.get(name)
         now, detail = checkpoint_now(record) if record else ("", "")
-        rows.append(StageRow(name, by_stage.get(name), record, now, detail))
+        task = by_stage.get(name)
+        progress = running(name) if running and record is None and task and task.state == "running" else None
+        rows.append(StageRow(name, task, record, now, detail, progress))
     return rows
 
 
