@@ -164,7 +164,8 @@ class ProgressReporter:
 
     def emit(self, progress: StageProgress) -> None:
         """Print the marker line; keep it beside the checkpoints unless it is the last one."""
-        print(progress.marker_line(), file=self.out, flush=True)
+        self.out.write(progress.marker_line() + "\n")  # one write: no other thread's output inside the line
+        self.out.flush()
         self.printed += 1
         with contextlib.suppress(OSError, StorageError):  # a courtesy to the UI: the line is the report
             if progress.finished:
