@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from dagspec import storage
 from dagspec.errors import StorageError
@@ -88,6 +88,7 @@ class ProgressReporter:
         self.training: TrainingWork | None = None
         self.tracker: Any = None  # a driver's StatusTracker, polled by the thread
         self.printed = 0
+        self._spark_at = self._training_at = 0.0  # when each was reported: its time left ages from there
         self._spark_rate, self._training_rate = _Rate(), _Rate()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -119,6 +120,7 @@ class ProgressReporter:
         left = self._training_rate.left(work.unit, work.done, work.total, time.monotonic())
         with self._lock:
             self.training = work.model_copy(update={"left_s": _rounded(left)})
+            self._training_at = time.monotonic()
 
     def _set_spark(self, stage_id: int, done: int, total: int, running: int, read: int | None) -> None:
         left = self._spark_rate.left(stage_id, done, total, time.monotonic())
@@ -132,6 +134,7 @@ class ProgressReporter:
         )
         with self._lock:
             self.spark = work
+            self._spark_at = time.monotonic()
 
     def _poll_tracker(self) -> None:
         tracker = self.tracker
@@ -150,15 +153,17 @@ class ProgressReporter:
         """The latest progress, or None when no source has reported anything running."""
         with self._lock:
             spark, training = self.spark, self.training
+            spark_at, training_at = self._spark_at, self._training_at
         if spark is None and training is None and not finished:
             return None
+        now = time.monotonic()
         return StageProgress(
             stage=self.name,
             fingerprint=self.fingerprint,
-            elapsed_s=round(time.monotonic() - self.started, 3),
+            elapsed_s=round(now - self.started, 3),
             updated=datetime.now(UTC).isoformat(timespec="seconds"),
-            spark=None if finished else spark,
-            training=training,
+            spark=None if finished else _aged(spark, now - spark_at),
+            training=_aged(training, now - training_at),
             finished=finished,
         )
 
@@ -196,6 +201,16 @@ class ProgressReporter:
             last = self.snapshot(finished=True)
             if last is not None:
                 self.emit(last)
+
+
+_Work = TypeVar("_Work", SparkWork, TrainingWork)
+
+
+def _aged(work: _Work | None, age: float) -> _Work | None:
+    """``work`` as of now: its time left less the time since it was reported."""
+    if work is None or work.left_s is None:
+        return work
+    return work.model_copy(update={"left_s": round(max(0.0, work.left_s - age), 1)})
 
 
 def _rounded(seconds: float | None) -> float | None:
