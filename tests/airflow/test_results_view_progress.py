@@ -19,7 +19,7 @@ from dagspec.airflow.ui import app as view
 from dagspec.airflow.ui.results import RunInfo, TaskInfo
 from dagspec.checkpoint import Checkpoint
 from dagspec.job.progress import ProgressReporter
-from dagspec.kinds.progress import TrainingWork, progress_path
+from dagspec.plan.progress import progress_path
 from tests.conftest import REPO
 
 DAG = "topology_classifier"
@@ -58,7 +58,7 @@ def test_a_running_stage_shows_its_latest_progress_while_its_attempt_holds_the_l
 ) -> None:
     app, stage_dir = client
     reporter = ProgressReporter("hlf_classifier", FINGERPRINT, str(stage_dir), 10.0, io.StringIO())
-    reporter.on_training(TrainingWork(unit="epoch", done=4, total=10, metrics={"val_loss": 0.2871}))
+    reporter.on_training("epoch", 4, 10, {"val_loss": 0.2871})
     progress = reporter.snapshot()
     assert progress is not None
     with Checkpoint(str(stage_dir), FINGERPRINT).lease():

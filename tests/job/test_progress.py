@@ -16,7 +16,11 @@ import numpy as np
 import pytest
 
 from dagspec.job.progress import ProgressReporter, progress_interval
-from dagspec.kinds.progress import (
+from dagspec.kinds.progress import set_training_sink
+from dagspec.kinds.training.train_xgboost import progress_callback
+from dagspec.local.progress_view import ProgressView
+from dagspec.plan.failure import StageFailure, find_failures
+from dagspec.plan.progress import (
     MARKER,
     SparkWork,
     StageProgress,
@@ -24,11 +28,7 @@ from dagspec.kinds.progress import (
     find_progress,
     progress_path,
     read_progress,
-    set_training_sink,
 )
-from dagspec.kinds.training.train_xgboost import progress_callback
-from dagspec.local.progress_view import ProgressView
-from dagspec.plan.failure import StageFailure, find_failures
 
 INTERVAL = 0.5
 

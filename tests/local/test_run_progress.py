@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dagspec.kinds.progress import PROGRESS_PREFIX, find_progress
+from dagspec.plan.progress import PROGRESS_PREFIX, find_progress
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

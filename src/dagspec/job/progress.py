@@ -1,4 +1,4 @@
-"""Reporting a running stage's progress (the model and the marker line: ``dagspec.kinds.progress``).
+"""Reporting a running stage's progress (the model and the marker line: ``dagspec.plan.progress``).
 
 The sources only update the latest state, cheaply, from whatever thread they run in: the Spark
 Connect client's progress handler (``spark.registerProgressHandler``: per operation, every Spark
@@ -18,13 +18,14 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from dagspec import storage
 from dagspec.errors import StorageError
-from dagspec.kinds.progress import (
+from dagspec.kinds.progress import Unit, set_training_sink
+from dagspec.plan.progress import (
     DEFAULT_INTERVAL_S,
     ENABLED_VAR,
     INTERVAL_VAR,
@@ -32,7 +33,6 @@ from dagspec.kinds.progress import (
     StageProgress,
     TrainingWork,
     progress_path,
-    set_training_sink,
 )
 from dagspec.plan.resolve import ResolvedStage
 
@@ -115,11 +115,18 @@ class ProgressReporter:
             sum(s.num_bytes_read for s in known),
         )
 
-    def on_training(self, work: TrainingWork) -> None:
+    def on_training(self, unit: Unit, done: int, total: int, metrics: Mapping[str, float]) -> None:
         """A trainer's round or epoch (``dagspec.kinds.progress.report_training``)."""
-        left = self._training_rate.left(work.unit, work.done, work.total, time.monotonic())
+        left = self._training_rate.left(unit, done, total, time.monotonic())
+        work = TrainingWork(
+            unit=unit,
+            done=done,
+            total=total,
+            metrics={k: round(float(v), 6) for k, v in metrics.items()},
+            left_s=_rounded(left),
+        )
         with self._lock:
-            self.training = work.model_copy(update={"left_s": _rounded(left)})
+            self.training = work
             self._training_at = time.monotonic()
 
     def _set_spark(self, stage_id: int, done: int, total: int, running: int, read: int | None) -> None:

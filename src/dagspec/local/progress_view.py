@@ -1,6 +1,6 @@
 """``dagspec run``'s view of running stages: their progress lines, found in the run's log as it grows.
 
-The stage jobs print progress markers (``dagspec.kinds.progress``); ``airflow dags test`` writes
+The stage jobs print progress markers (``dagspec.plan.progress``); ``airflow dags test`` writes
 them into the run log with the rest of the task logs. On a terminal the view keeps one live line
 per running stage (redrawn in place, gone when the stage finishes); elsewhere (CI, a pipe) it
 prints each progress line as it comes: the job already prints at most one per interval per stage.
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from dagspec.kinds.progress import MARKER, StageProgress, find_progress
+from dagspec.plan.progress import MARKER, StageProgress, find_progress
 
 POLL_S = 0.5  # how often the log is read: a read of what was appended, nothing when nothing was
 

@@ -20,9 +20,9 @@ from typing import Any
 from dagspec import storage
 from dagspec.checkpoint import Checkpoint, lease_is_live
 from dagspec.errors import DagspecError
-from dagspec.kinds.progress import PROGRESS_PREFIX, StageProgress, read_progress
 from dagspec.plan.events import HEADLINE_METRICS
 from dagspec.plan.history import StageRecord, read_run
+from dagspec.plan.progress import PROGRESS_PREFIX, StageProgress, read_progress
 from dagspec.plan.resolved import PARTITIONS_DIR
 from dagspec.spec.loader import pipelines_dir, spec_files
 from dagspec.spec.models import PipelineSpec
@@ -67,7 +67,7 @@ class StageRow:
     record: StageRecord | None
     now: str = ""  # the recorded checkpoint now: committed / replaced / removed / broken ("": no record)
     now_detail: str = ""
-    progress: StageProgress | None = None  # a running task's latest progress (``dagspec.kinds.progress``)
+    progress: StageProgress | None = None  # a running task's latest progress (``dagspec.plan.progress``)
 
     @property
     def rows_out(self) -> int | None:
