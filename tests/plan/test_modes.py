@@ -30,7 +30,7 @@ def test_under_connect_only_the_kinds_that_need_a_driver_are_submitted() -> None
     catalog = load_catalog(REPO)
     modes = {d.name: execution_mode(d, {}, "spark_connect", "c").mode for d in catalog.all()}
     own = sorted(name for name, mode in modes.items() if mode == SUBMIT)
-    assert own == ["train_keras", "train_spark_ml", "train_xgboost"]  # params unknown: the strictest
+    assert own == ["train_keras", "train_spark_ml", "train_vw", "train_xgboost"]  # params unknown: the strictest
     assert modes["read"] == modes["evaluate"] == modes["undersample"] == CONNECT
 
 
