@@ -147,26 +147,7 @@ def run_stage(
         finally:
             context.release()
         manifest = {
-            "dag_id": stage.dag_id,
-            "stage": stage.name,
-            "fingerprint": stage.fingerprint,
-            "kind": stage.kind,
-            "params": stage.params,
-            "key": stage.key,
-            "run_params": stage.run_params,
-            "run_id": stage.run_id,  # the run that computed it: its run record says `ran`, others' `hit`
-            "inputs": {
-                role: {
-                    "stage": i.stage,
-                    "output": i.output,
-                    "fingerprint": i.fingerprint,
-                    "path": i.path,
-                    "content": i.content,
-                    "committed": i.committed,
-                    **({"partitions": {p.partition: p.content for p in i.parts}} if i.parts or not i.path else {}),
-                }
-                for role, i in stage.inputs.items()
-            },
+            **_identity(stage),
             "outputs": manifest_outputs,
             "rows": {name: o["rows"] for name, o in manifest_outputs.items() if "rows" in o},
             "started": started.isoformat(),
@@ -180,6 +161,32 @@ def run_stage(
         }
         committed = stage.checkpoint.commit(work_dir, manifest, replace=force or stage.checkpoint.state().done)
         return StageRun("committed" if committed else "hit", manifest)
+
+
+def _identity(stage: ResolvedStage) -> dict[str, Any]:
+    """What a manifest says the checkpoint is: the stage, its key, and each input it read."""
+    return {
+        "dag_id": stage.dag_id,
+        "stage": stage.name,
+        "fingerprint": stage.fingerprint,
+        "kind": stage.kind,
+        "params": stage.params,
+        "key": stage.key,
+        "run_params": stage.run_params,
+        "run_id": stage.run_id,  # the run that computed it: its run record says `ran`, others' `hit`
+        "inputs": {
+            role: {
+                "stage": i.stage,
+                "output": i.output,
+                "fingerprint": i.fingerprint,
+                "path": i.path,
+                "content": i.content,
+                "committed": i.committed,
+                **({"partitions": {p.partition: p.content for p in i.parts}} if i.parts or not i.path else {}),
+            }
+            for role, i in stage.inputs.items()
+        },
+    }
 
 
 def _write_outputs(

@@ -120,6 +120,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
     p.set_defaults(func=cmd_show)
 
+    _add_run_verbs(verbs)
+    _add_inspect_verbs(verbs)
+    p = verbs.add_parser("init", help="create the local Airflow home and .dagspec/env")
+    p.add_argument("--conn-id", action="append")
+    p.set_defaults(func=cmd_init)
+
+    p = verbs.add_parser("generate", help="write synthetic data")
+    generators = p.add_subparsers(dest="name", required=True)
+    for name, (add_arguments, generate) in GENERATORS.items():
+        g = generators.add_parser(name, help=(generate.__doc__ or "").strip().splitlines()[0])
+        add_arguments(g)
+        g.set_defaults(func=generate)
+
+    p = verbs.add_parser("gc", help="remove checkpoints no current spec reaches and dead attempts' leftovers")
+    p.add_argument("--keep", type=int, default=1, help="unreached checkpoints kept per stage, newest first (default 1)")
+    p.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
+    p.add_argument("--storage-root")
+    p.set_defaults(func=cmd_gc)
+
+    _add_service_verbs(verbs)
+    return parser
+
+
+def _add_run_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``run`` and ``backfill``."""
     p = verbs.add_parser("run", help="run a spec locally through `airflow dags test`")
     p.add_argument("spec")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
@@ -149,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["connect", "spark"], help="as for run")
     p.set_defaults(func=cmd_backfill)
 
+
+def _add_inspect_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``head`` and ``describe``: a committed output, without Spark."""
     for verb, func, help_ in (
         ("head", cmd_head, "schema and first rows of a committed stage output (pyarrow, no Spark)"),
         ("describe", cmd_describe, "row count, columns, null counts and metrics of a committed stage output"),
@@ -162,23 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--storage-root")
         p.set_defaults(func=func)
 
-    p = verbs.add_parser("init", help="create the local Airflow home and .dagspec/env")
-    p.add_argument("--conn-id", action="append")
-    p.set_defaults(func=cmd_init)
 
-    p = verbs.add_parser("generate", help="write synthetic data")
-    generators = p.add_subparsers(dest="name", required=True)
-    for name, (add_arguments, generate) in GENERATORS.items():
-        g = generators.add_parser(name, help=(generate.__doc__ or "").strip().splitlines()[0])
-        add_arguments(g)
-        g.set_defaults(func=generate)
-
-    p = verbs.add_parser("gc", help="remove checkpoints no current spec reaches and dead attempts' leftovers")
-    p.add_argument("--keep", type=int, default=1, help="unreached checkpoints kept per stage, newest first (default 1)")
-    p.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
-    p.add_argument("--storage-root")
-    p.set_defaults(func=cmd_gc)
-
+def _add_service_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The local services: ``cluster``, ``airflow``, ``connect``, and the JVM archive."""
     for service in ("cluster", "airflow"):
         p = verbs.add_parser(service, help=f"start or stop the local {service} (background processes)")
         p.add_argument("action", choices=["up", "down", "status"])
@@ -200,7 +214,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = verbs.add_parser("jvm-archive", help="build the class archive that makes Spark JVMs start faster (once)")
     p.add_argument("--force", action="store_true", help="rebuild it even if it exists")
     p.set_defaults(func=cmd_jvm_archive)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
