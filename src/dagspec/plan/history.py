@@ -30,6 +30,7 @@ from dagspec.checkpoint import Checkpoint
 from dagspec.errors import DagspecError
 from dagspec.kinds.base import IOType
 from dagspec.plan.resolve import ResolvedStage
+from dagspec.plan.resolved import PARTITIONS_DIR
 
 RUNS_DIR = ".runs"
 RECORD_VERSION: Literal[1] = 1
@@ -123,7 +124,8 @@ def stage_record(stage: ResolvedStage, manifest: Mapping[str, Any], run_id: str,
         fingerprint=stage.fingerprint,
         outcome="ran" if committed_by and committed_by == run_id else "hit",
         stage_dir=stage.stage_dir,
-        checkpoint=stage.checkpoint_dir,
+        # a partitioned stage has no one checkpoint: its partitions' folder (each partition's is there)
+        checkpoint=f"{stage.stage_dir}/{PARTITIONS_DIR}" if stage.partitioned else stage.checkpoint_dir,
         committed_by=committed_by,
         started=str(manifest.get("started") or ""),
         finished=str(manifest.get("finished") or ""),
