@@ -211,6 +211,14 @@ def exchange(a: str, b: str) -> bool:
     raise StorageError(f"cannot exchange {a} and {b}: {os.strerror(code)}")
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    """A hard link of local file ``src`` at ``dst``; a copy where links cannot be made."""
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem, or links not allowed
+        shutil.copy2(src, dst)
+
+
 def link_tree(src: str, dst: str) -> None:
     """``dst`` (which must not exist) with the files of ``src``: hard links where possible, else copies.
 
@@ -224,10 +232,7 @@ def link_tree(src: str, dst: str) -> None:
             into = os.path.join(target, os.path.relpath(folder, source))
             os.makedirs(into, exist_ok=True)
             for name in names:
-                try:
-                    os.link(os.path.join(folder, name), os.path.join(into, name))
-                except OSError:  # another filesystem, or links not allowed
-                    shutil.copy2(os.path.join(folder, name), os.path.join(into, name))
+                _link_or_copy(os.path.join(folder, name), os.path.join(into, name))
         return
     fs, fs_src = _remote(src)
     _, fs_dst = _remote(dst)
@@ -248,10 +253,7 @@ def link_parts(sources: Sequence[tuple[str, str]], dst: str) -> None:
             target = f"{dst.rstrip('/')}/{prefix}-{name}"
             if is_local(info.path) and is_local(dst):
                 os.makedirs(local_path(dst), exist_ok=True)
-                try:
-                    os.link(local_path(info.path), local_path(target))
-                except OSError:  # another filesystem, or links not allowed
-                    shutil.copy2(local_path(info.path), local_path(target))
+                _link_or_copy(local_path(info.path), local_path(target))
             else:
                 fs, fs_src = _remote(info.path)
                 fs.copy(fs_src, _remote(target)[1])

@@ -142,8 +142,7 @@ class DagspecStageOperator(SparkSubmitOperator):
             return
         planned = stage
         if stage.partitioned:  # the job gets the partitions to compute only
-            todo = {k: p for k, p in stage.partitions.items() if not stage_status(p, forced=force).done}
-            stage = stage.model_copy(update={"partitions": todo})
+            stage = stage.model_copy(update={"partitions": {k: stage.partitions[k] for k in status.todo}})
         connection = self._connection(self._conn_id)
         mode = self.mode_of(stage, connection)
         self.log.info("stage %s: %s", stage.name, mode.line)

@@ -45,7 +45,7 @@ def read_inputs(spark: SparkSession, stage: ResolvedStage) -> dict[str, DataFram
     """Tables as DataFrames over the committed Parquet; files inputs as their directory path."""
     inputs: dict[str, DataFrame | str] = {}
     for role, source in stage.inputs.items():
-        if source.parts or not source.path:  # a window of a partitioned stage: its partitions as one table
+        if source.is_window:  # its partitions as one table
             inputs[role] = _read_parts(spark, stage, role, source)
             continue
         source.checkpoint.require([source.output], f"stage {stage.name!r}, input {role!r} ({source.stage})")
@@ -182,7 +182,7 @@ def _identity(stage: ResolvedStage) -> dict[str, Any]:
                 "path": i.path,
                 "content": i.content,
                 "committed": i.committed,
-                **({"partitions": {p.partition: p.content for p in i.parts}} if i.parts or not i.path else {}),
+                **({"partitions": {p.partition: p.content for p in i.parts}} if i.is_window else {}),
             }
             for role, i in stage.inputs.items()
         },

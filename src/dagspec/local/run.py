@@ -130,7 +130,7 @@ def _input_shown(source: ResolvedInput) -> str:
     name = f"{source.spec + '.' if source.spec else ''}{source.stage}.{source.output}"
     if source.partition:
         return f"{name}[its partition]"
-    if source.parts or not source.path:
+    if source.is_window:
         keys = [p.partition for p in source.parts]
         return f"{name}[{shown_keys(keys, 4) if keys else 'none yet'}]"
     return name

@@ -29,6 +29,7 @@ class StageStatus:
 
     state: str
     reasons: list[str] = field(default_factory=list)
+    todo: list[str] = field(default_factory=list)  # a partitioned stage: the partitions that run
 
     @property
     def done(self) -> bool:
@@ -104,7 +105,7 @@ def partitioned_status(stage: ResolvedStage, *, forced: bool = False) -> StageSt
     for key in todo:
         by_reason.setdefault((states[key].reasons or ["?"])[0], []).append(key)
     reasons += [f"{shown_keys(keys)}: {why}" for why, keys in by_reason.items()]
-    return StageStatus("missing", reasons[:MAX_REASONS])
+    return StageStatus("missing", reasons[:MAX_REASONS], todo)
 
 
 def deleted_partitions(stage: ResolvedStage) -> list[str]:

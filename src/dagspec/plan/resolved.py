@@ -45,9 +45,14 @@ class ResolvedInput(_Frozen):
         """This input in the reader's cache key: the upstream output's content when known (early
         cutoff: an upstream recomputed to identical bytes leaves the reader's key unchanged), else
         the upstream's fingerprint."""
-        if self.parts or not self.path:  # a window: exactly the partitions it reads, each by its content
+        if self.is_window:  # exactly the partitions it reads, each by its content
             return f"{self.stage}.{self.output}[{';'.join(p.partition + p.identity for p in self.parts)}]"
         return f"{self.stage}.{self.output}{self.identity}"
+
+    @property
+    def is_window(self) -> bool:
+        """Does this input read partitions of a partitioned stage as one table (no single folder)?"""
+        return bool(self.parts) or not self.path
 
     @property
     def identity(self) -> str:

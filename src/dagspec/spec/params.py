@@ -19,6 +19,7 @@ from dagspec.errors import DagspecError, SpecIssue
 from dagspec.kinds.base import StageParams
 from dagspec.kinds.catalog import suggest
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
+from dagspec.spec.partitions import glob_of
 from dagspec.spec.schedule import UNION_TAG_PREFIX
 from dagspec.spec.templates import describe_failure, is_templated, render
 from dagspec.spec.yaml_source import dotted_location
@@ -241,7 +242,7 @@ def stage_context(spec: PipelineSpec, stage: str, context: Mapping[str, Any]) ->
     if written is not None and written.partitioned and "partition" not in context and spec.partitions:
         declared = spec.partitions.values or []
         files = spec.partitions.files or ""
-        path = "/standin/partition" if is_templated(files) else files.replace("{", "").replace("}", "")
+        path = "/standin/partition" if is_templated(files) else glob_of(files)
         context = {**context, "partition": {"key": str(declared[0]) if declared else "standin", "path": path}}
     return context
 
