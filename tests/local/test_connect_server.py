@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from dagspec.job.connect_auth import server_token, with_token
-from dagspec.job.connect_server import ServerSettings, answering, ensure_server, our_server
+from dagspec.job.connect_server import ServerSettings, answering, ensure_server, our_server, stop_server
 from dagspec.job.server_identity import ServerIdentity
-from dagspec.processes import default_run_dir
+from dagspec.processes import default_run_dir, free_port
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
@@ -100,37 +100,46 @@ def test_a_connect_stages_manifest_records_the_server_that_computed_it(tmp_path:
 
 @pytest.mark.system
 def test_a_killed_server_fails_the_attempt_clearly_and_the_retry_restarts_it(
-    tmp_path: Path, airflow_home: Path
+    tmp_path: Path, airflow_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # a server of its own (port and run folder): killing the session's shared server let another
+    # test's stage start a new one on the same port before this client's gRPC retries gave up, and
+    # the client's reattach then ran the query again there: an attempt that never failed
+    monkeypatch.setenv("DAGSPEC_CONNECT_PORT", str(free_port()))
+    monkeypatch.setenv("DAGSPEC_RUN_DIR", str(tmp_path / "run"))
     ensure_server(REPO)
     old_pid = _server_pid()
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
     spec = pipelines / "connect_kill.yaml"
     spec.write_text(SLOW_SPEC)
-    keep = {"DAGSPEC_CONNECT_PORT"}  # the port ensure_server above used
+    keep = {"DAGSPEC_CONNECT_PORT", "DAGSPEC_RUN_DIR"}  # the server ensure_server above started
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC")) or k in keep}
     env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home), DAGSPEC_MODE="connect")
-    run = subprocess.Popen(
-        [DAGSPEC, "run", str(spec), "--storage-root", str(tmp_path / "storage")],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=REPO,
-    )
-    attempts = tmp_path / "storage" / "connect_kill" / "slow"
-    deadline = time.time() + 300
-    # the attempt folder exists once the client has its session and the lease: the query is next
-    while time.time() < deadline and run.poll() is None and not list(attempts.glob("_tmp-*")):
-        time.sleep(0.1)
-    assert _client_running("slow"), "the stage ended before the server could be killed"
-    time.sleep(1)
-    os.killpg(old_pid, signal.SIGKILL)
-    output = run.communicate(timeout=600)[0]
-    assert run.returncode == 0, output
-    log = (REPO / output.split("log: ")[1].split()[0]).read_text()
-    assert "the Spark Connect server sc://127.0.0.1:" in log and "stopped answering" in log
-    assert "a retry runs the stage again and restarts the local server" in log
-    assert _server_pid() != old_pid and answering(ServerSettings.from_env().port)
-    assert list((tmp_path / "storage" / "connect_kill" / "slow").glob("*/_SUCCESS"))
+    try:
+        run = subprocess.Popen(
+            [DAGSPEC, "run", str(spec), "--storage-root", str(tmp_path / "storage")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=REPO,
+        )
+        attempts = tmp_path / "storage" / "connect_kill" / "slow"
+        deadline = time.time() + 300
+        # the attempt folder exists once the client has its session and the lease: the query is next
+        while time.time() < deadline and run.poll() is None and not list(attempts.glob("_tmp-*")):
+            time.sleep(0.1)
+        assert _client_running("slow"), "the stage ended before the server could be killed"
+        time.sleep(1)
+        os.killpg(old_pid, signal.SIGKILL)
+        output = run.communicate(timeout=600)[0]
+        assert run.returncode == 0, output
+        log = (REPO / output.split("log: ")[1].split()[0]).read_text()
+        causes = [line for line in log.splitlines() if "ERROR" in line or "error" in line]
+        assert "the Spark Connect server sc://127.0.0.1:" in log and "stopped answering" in log, causes[-20:]
+        assert "a retry runs the stage again and restarts the local server" in log
+        assert _server_pid() != old_pid and answering(ServerSettings.from_env().port)
+        assert list((tmp_path / "storage" / "connect_kill" / "slow").glob("*/_SUCCESS"))
+    finally:
+        stop_server(REPO)
