@@ -233,10 +233,14 @@ def main(argv: list[str]) -> int:
         if not url:  # a driver of its own: never wait forever for executors
             watch_executors(spark, app_name, lambda cause: announce(stage, StageFailure(stage.name, stage.kind, cause)))
         try:
-            with watch_progress(spark, stage, connect=bool(url)):
+            with watch_progress(spark, stage, connect=bool(url)) as progress:
                 if stage.partitioned:
                     return run_partitions(
-                        spark, stage, force=force, report=lambda part, exc: report_failure(part, exc, url)
+                        spark,
+                        stage,
+                        force=force,
+                        report=lambda part, exc: report_failure(part, exc, url),
+                        attach=progress.attach if progress is not None else None,
                     )
                 result = run_stage(spark, stage, force=force)
         finally:

@@ -40,6 +40,7 @@ def run_partitions(
     force: bool,
     report: Callable[[ResolvedStage, Exception], None],
     parallel: int | None = None,
+    attach: Callable[[SparkSession], None] | None = None,
 ) -> int:
     """Run every partition of ``stage``; 0 when all committed or hit, 1 when any failed (reported)."""
     parts = list(stage.partitions.values())
@@ -50,6 +51,8 @@ def run_partitions(
     sessions.put(spark)
     siblings = [sibling_session(spark) for _ in range(width - 1)]
     for sibling in siblings:
+        if attach is not None:  # the stage's progress covers every partition's session
+            attach(sibling)
         sessions.put(sibling)
 
     def one(part: ResolvedStage) -> bool:

@@ -87,6 +87,7 @@ class ProgressReporter:
         self.spark: SparkWork | None = None
         self.training: TrainingWork | None = None
         self.tracker: Any = None  # a driver's StatusTracker, polled by the thread
+        self.handler: ProgressHandler | None = None  # a Connect client's progress handler
         self.printed = 0
         self._spark_at = self._training_at = 0.0  # when each was reported: its time left ages from there
         self._spark_rate, self._training_rate = _Rate(), _Rate()
@@ -114,6 +115,12 @@ class ProgressReporter:
             inflight_tasks,
             sum(s.num_bytes_read for s in known),
         )
+
+    def attach(self, session: SparkSession) -> None:
+        """Report the work of another Connect session of this stage too (a partition's sibling session:
+        ``dagspec.job.partitions``); a driver's sessions share its status tracker already."""
+        if self.handler is not None:
+            session.registerProgressHandler(self.handler)
 
     def on_training(self, unit: Unit, done: int, total: int, metrics: Mapping[str, float]) -> None:
         """A trainer's round or epoch (``dagspec.kinds.progress.report_training``)."""
@@ -244,7 +251,7 @@ def watch_progress(spark: SparkSession, stage: ResolvedStage, *, connect: bool) 
         yield None
         return
     reporter = ProgressReporter(stage.name, stage.fingerprint, stage.stage_dir, interval)
-    handler = _connect_handler(reporter) if connect else None
+    handler = reporter.handler = _connect_handler(reporter) if connect else None
     if handler is not None:
         spark.registerProgressHandler(handler)
     else:

@@ -1,0 +1,77 @@
+"""A partitioned stage's progress over Spark Connect covers every partition's session: partitions
+run side by side in sibling sessions (``dagspec.job.partitions``), and a Connect client reports
+progress per session, so the stage's reporter is attached to each sibling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dagspec.job.connect_auth import server_token, with_token
+from dagspec.job.connect_server import ensure_server
+from dagspec.job.partitions import run_partitions
+from dagspec.job.progress import ProgressReporter, watch_progress
+from dagspec.job.session import create_session, release_sibling, sibling_session
+from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
+from dagspec.spec.loader import load_spec
+from tests.conftest import REPO
+from tests.helpers import write_spec
+
+pytestmark = pytest.mark.integration
+
+SPEC = """
+partitions: {values: [a, b]}
+stages:
+  part:
+    kind: sql
+    partitioned: true
+    params: {query: "SELECT '{{ partition.key }}' AS k, COUNT(*) AS n FROM range(1000)"}
+"""
+
+
+def test_every_partitions_session_reports_to_the_stages_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DAGSPEC_STORAGE_ROOT", str(tmp_path / "storage"))
+    monkeypatch.setenv("DAGSPEC_PROGRESS_INTERVAL", "600")  # the sources only: no line is due
+    spec = load_spec(write_spec(tmp_path / "pipelines", SPEC), "pipelines/pipe.yaml")
+    stage = resolve_pipeline(spec, default_context(spec, {}))["part"]
+    ended: list[str | None] = []  # the operations whose end reached the stage's reporter
+
+    def record(
+        self: ProgressReporter, stages: Any, inflight: int, operation_id: str | None = None, done: bool = False
+    ) -> None:
+        if done:
+            ended.append(operation_id)
+
+    monkeypatch.setattr(ProgressReporter, "__call__", record)
+    spark = create_session("progress-partitions", remote=with_token(ensure_server(REPO), server_token(REPO)))
+    attached: list[Any] = []
+    try:
+        with watch_progress(spark, stage, connect=True) as reporter:
+            assert reporter is not None
+
+            def attach(session: Any) -> None:
+                attached.append(session)
+                reporter.attach(session)
+
+            def fail(part: ResolvedStage, exc: Exception) -> None:
+                raise exc
+
+            assert run_partitions(spark, stage, force=False, report=fail, parallel=2, attach=attach) == 0
+            assert len(attached) == 1 and attached[0] is not spark  # its one sibling session, attached
+            # what attaching does: an operation of another session reaches the stage's reporter
+            other = sibling_session(spark)
+            try:
+                before = len(ended)
+                other.range(3).count()
+                unattached = len(ended) - before
+                reporter.attach(other)
+                assert other.range(3).count() == 3
+                assert unattached == 0 and len(ended) == before + 1
+            finally:
+                release_sibling(other)
+    finally:
+        spark.stop()
