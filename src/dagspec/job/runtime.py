@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from dagspec.errors import DagspecError, StageFailedError
 from dagspec.job.session import server_record
-from dagspec.kinds.base import InputSource, IOType, StageContext
+from dagspec.kinds.base import Inputs, InputSource, IOType, StageContext
 from dagspec.kinds.catalog import Catalog, load_catalog
 from dagspec.plan.fingerprint import data_identity
 from dagspec.plan.reasons import is_hit
@@ -41,7 +41,7 @@ class StageRun:
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
-def read_inputs(spark: SparkSession, stage: ResolvedStage) -> dict[str, DataFrame | str]:
+def read_inputs(spark: SparkSession, stage: ResolvedStage) -> Inputs:
     """Tables as DataFrames over the committed Parquet; files inputs as their directory path."""
     inputs: dict[str, DataFrame | str] = {}
     for role, source in stage.inputs.items():
@@ -56,7 +56,7 @@ def read_inputs(spark: SparkSession, stage: ResolvedStage) -> dict[str, DataFram
                 "content after this stage was planned; run it again"
             )
         inputs[role] = spark.read.parquet(source.path) if source.type == IOType.TABLE else source.path
-    return inputs
+    return Inputs(inputs)
 
 
 def _read_parts(spark: SparkSession, stage: ResolvedStage, role: str, source: ResolvedInput) -> DataFrame:

@@ -9,7 +9,7 @@ DAG file imports every kind on each parse to validate the specs.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -51,7 +51,50 @@ class InputRole:
     required: bool = True
 
 
-Inputs = Mapping[str, "DataFrame | str"]
+class Inputs(Mapping[str, "DataFrame | str"]):
+    """A stage's inputs by role: a table input is a DataFrame over its committed Parquet, a files
+    input the path of its committed folder. ``table`` and ``files`` give each typed (the spec's
+    loader has checked every role's type against the kind's, so a mismatch is dagspec's bug)."""
+
+    def __init__(self, items: Mapping[str, DataFrame | str] | None = None) -> None:
+        self._items: dict[str, DataFrame | str] = dict(items or {})
+
+    def __getitem__(self, role: str) -> DataFrame | str:
+        return self._items[role]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def table(self, role: str) -> DataFrame:
+        """The table input ``role``."""
+        value = self._items[role]
+        if isinstance(value, str):
+            raise TypeError(f"input {role!r} is a files input ({value}), not a table")
+        return value
+
+    def optional_table(self, role: str) -> DataFrame | None:
+        """The table input ``role``, or None when the spec wires none (an optional role)."""
+        return self.table(role) if role in self._items else None
+
+    def files(self, role: str) -> str:
+        """The committed folder of the files input ``role``."""
+        value = self._items[role]
+        if not isinstance(value, str):
+            raise TypeError(f"input {role!r} is a table, not a files input")
+        return value
+
+    def optional_files(self, role: str) -> str | None:
+        """The committed folder of the files input ``role``, or None when the spec wires none."""
+        return self.files(role) if role in self._items else None
+
+    def tables(self) -> dict[str, DataFrame]:
+        """Every input, each a table (a kind whose roles are all tables: ``sql``)."""
+        return {role: self.table(role) for role in self._items}
+
+
 Outputs = Mapping[str, "DataFrame"]
 StageFunction = Callable[..., "Outputs | None"]
 # Which paths a source kind reads, given its params and the input roles wired in the spec.

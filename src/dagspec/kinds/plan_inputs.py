@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -70,8 +69,7 @@ def register_input_views(spark: SparkSession, inputs: Inputs) -> InputViews:
     """Each table input as a temporary view named by its role, over a randomly named alias."""
     alias = f"dagspec_input_{secrets.token_hex(8)}"
     files: set[str] = set()
-    for role, df in inputs.items():
-        assert not isinstance(df, str)
+    for role, df in inputs.tables().items():
         df.alias(alias).createOrReplaceTempView(role)
         files.update(df.inputFiles())
     return InputViews(tuple(inputs), alias, frozenset(files))
@@ -190,7 +188,7 @@ def _collect_names(data_type: object, names: list[str]) -> None:
         _collect_names(data_type.valueType, names)
 
 
-def checked_sql(spark: SparkSession, query: str, inputs: Mapping[str, DataFrame | str], stage: str) -> DataFrame:
+def checked_sql(spark: SparkSession, query: str, inputs: Inputs, stage: str) -> DataFrame:
     """``spark.sql(query)`` over the inputs as views, refused when it reads anything else or calls a
     function that is not allowed."""
     views = register_input_views(spark, inputs)

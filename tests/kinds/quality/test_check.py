@@ -98,7 +98,7 @@ def test_severity_warn_records_and_goes_on(spark, home, tmp_path: Path, events: 
 
 
 def test_every_expectation_is_computed_by_one_spark_job(spark, tmp_path: Path, events: Path) -> None:
-    from dagspec.kinds.base import StageContext
+    from dagspec.kinds.base import Inputs, StageContext
     from dagspec.kinds.quality.check import CheckParams, check
 
     params = CheckParams.model_validate(
@@ -111,7 +111,7 @@ def test_every_expectation_is_computed_by_one_spark_job(spark, tmp_path: Path, e
     spark.sparkContext.setJobGroup("one-pass", "check")
     try:
         with pytest.raises(StageFailedError, match=r"2 of 4 expectations not met"):
-            check({"data": df}, params, ctx)
+            check(Inputs({"data": df}), params, ctx)
     finally:
         spark.sparkContext.setJobGroup("other", "")
         spark.conf.unset("spark.sql.adaptive.enabled")

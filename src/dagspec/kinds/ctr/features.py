@@ -36,8 +36,7 @@ def ctr_features(inputs: Inputs, params: CtrFeaturesParams, ctx: StageContext) -
 
     Checks the columns, then ``hashed_features`` or ``as_is_features``.
     """
-    df = inputs["data"]
-    assert not isinstance(df, str)
+    df = inputs.table("data")
     needed = [params.label_col, *CRITEO_INTEGER_COLUMNS, *CRITEO_CATEGORICAL_COLUMNS, *params.keep_cols]
     missing = [c for c in needed if c not in df.columns]
     if missing:

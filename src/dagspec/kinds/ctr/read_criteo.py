@@ -89,9 +89,9 @@ def read_criteo_stage(inputs: Inputs, params: ReadCriteoParams, ctx: StageContex
 
     Picks the day files (all, all but the last, the last) and reads them with ``read_criteo``.
     """
-    logs = inputs.get("logs")
+    logs = inputs.optional_files("logs")
     if logs is not None and not params.path.startswith("/") and "://" not in params.path:
-        path = f"{str(logs).rstrip('/')}/{params.path}"
+        path = f"{logs.rstrip('/')}/{params.path}"
     else:
         path = ctx.resolve(params.path)
     files = list(ctx.source_files) or list_files(path)

@@ -32,8 +32,7 @@ class ExportParams(StageParams):
 @kind("export", params=ExportParams, inputs={"data": TABLE}, outputs={}, publishes="path")
 def export(inputs: Inputs, params: ExportParams, ctx: StageContext) -> Outputs:
     """Write a table to a stable path (Parquet with a partition count, CSV, LibSVM or VW text)."""
-    df = inputs["data"]
-    assert not isinstance(df, str)
+    df = inputs.table("data")
     target = ctx.publish_path or checkpoint.export_target(ctx.storage_root, params.path)
     staged = checkpoint.staging_path(target)
     if params.partitions:

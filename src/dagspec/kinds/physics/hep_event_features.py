@@ -19,6 +19,5 @@ def hep_event_features(inputs: Inputs, params: HepEventFeaturesParams, ctx: Stag
     """
     from dagspec.kinds.physics.ingest import build_event_features
 
-    df = inputs["data"]
-    assert not isinstance(df, str)
+    df = inputs.table("data")
     return {"data": build_event_features(df, params, ctx.metrics, keep=ctx.persist)}

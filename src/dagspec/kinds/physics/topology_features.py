@@ -180,6 +180,5 @@ def topology_features(inputs: Inputs, params: TopologyFeaturesParams, ctx: Stage
 
     HLF_input (min-max), encoded_label (one-hot), GRU_input (DeltaR-sorted, standardized).
     """
-    df = inputs["data"]
-    assert not isinstance(df, str)
+    df = inputs.table("data")
     return {"data": add_topology_features(df, params, ctx.metrics)}

@@ -87,8 +87,7 @@ def check(inputs: Inputs, params: CheckParams, ctx: StageContext) -> Outputs:
     """Expectations over a table (row count, nulls, ranges, allowed values, uniqueness, types) in one pass."""
     from pyspark.sql import functions as F
 
-    df = inputs["data"]
-    assert not isinstance(df, str)
+    df = inputs.table("data")
     expectations = build_expectations(df, params)
     named = [agg.alias(f"e{i}_{k}") for i, e in enumerate(expectations) for k, agg in enumerate(e.aggregates)]
     row = df.agg(F.count(F.lit(1)).alias("rows"), *named).first()

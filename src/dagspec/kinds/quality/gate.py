@@ -89,9 +89,9 @@ class GateParams(StageParams):
 )
 def gate(inputs: Inputs, params: GateParams, ctx: StageContext) -> Outputs:
     """Fail unless the evaluated model meets the metric bounds; pass the model (and gate.json) on."""
-    report = read_report(str(inputs["report"]), ctx.input_stage("report"))
-    baseline_dir = inputs.get("baseline")
-    baseline = read_report(str(baseline_dir), ctx.input_stage("baseline")) if baseline_dir is not None else None
+    report_dir, baseline_dir = inputs.files("report"), inputs.optional_files("baseline")
+    report = read_report(report_dir, ctx.input_stage("report"))
+    baseline = read_report(baseline_dir, ctx.input_stage("baseline")) if baseline_dir is not None else None
     for needs, name in (
         (params.max_regression is not None, "max_regression"),
         (params.better_than_baseline, "better_than_baseline"),
@@ -102,7 +102,7 @@ def gate(inputs: Inputs, params: GateParams, ctx: StageContext) -> Outputs:
         raise StageFailedError(
             "gate: a baseline input is wired but neither max_regression nor better_than_baseline is set"
         )
-    model_dir, model_stage = inputs.get("model"), ctx.input_stage("model")
+    model_dir, model_stage = inputs.optional_files("model"), ctx.input_stage("model")
     if model_dir is not None and report.model not in (None, model_stage):
         raise StageFailedError(
             f"gate: the report evaluates the model of {report.model!r}, but the model input is {model_stage!r}"
@@ -112,8 +112,8 @@ def gate(inputs: Inputs, params: GateParams, ctx: StageContext) -> Outputs:
     intervals = metric_intervals(report, params)
     failures = judge(values, base_values, params, intervals)
     paired: dict[str, Any] = {}
-    if params.better_than_baseline and baseline is not None:
-        paired = paired_verdicts(ctx, report, baseline, (str(inputs["report"]), str(baseline_dir)), params)
+    if params.better_than_baseline and baseline is not None and baseline_dir is not None:
+        paired = paired_verdicts(ctx, report, baseline, (report_dir, baseline_dir), params)
         failures += not_better(values, base_values, paired)
     verdict = {
         "passed": not failures,

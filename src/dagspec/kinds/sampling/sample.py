@@ -40,8 +40,7 @@ class SampleParams(DrawParams):
 )
 def sample(inputs: Inputs, params: SampleParams, ctx: StageContext) -> Outputs:
     """Exactly n rows at random (seeded), or several exact sizes, nested or independent."""
-    df = inputs["data"]
-    assert not isinstance(df, str)
+    df = inputs.table("data")
     sizes = params.output_sizes()
     result = {}
     if params.nested:

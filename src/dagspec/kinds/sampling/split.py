@@ -51,8 +51,7 @@ class SplitParams(DrawParams):
 )
 def split(inputs: Inputs, params: SplitParams, ctx: StageContext) -> Outputs:
     """Split randomly into named outputs (stage.train, stage.test, ...)."""
-    df = inputs["data"]
-    assert not isinstance(df, str)
+    df = inputs.table("data")
     if params.label_col is not None:  # one grouped count, before any row moves
         counts = class_counts(df, params.label_col, "split")
         if params.classes is not None:

@@ -30,8 +30,7 @@ class UndersampleParams(DrawParams):
 @kind("undersample", params=UndersampleParams, inputs={"data": TABLE})
 def undersample(inputs: Inputs, params: UndersampleParams, ctx: StageContext) -> Outputs:
     """Keep exactly the minority class count of every class (or given counts)."""
-    df = inputs["data"]
-    assert not isinstance(df, str)
+    df = inputs.table("data")
     before = class_counts(df, params.label_col, "undersample")  # null labels fail here, with the count
     if params.target_counts is not None:
         unknown = sorted(set(params.target_counts) - set(before))

@@ -65,8 +65,7 @@ def evaluate(inputs: Inputs, params: EvaluateParams, ctx: StageContext) -> Outpu
     from dagspec.kinds.scoring.placements import PLACEMENTS_DIR, write_placements
     from dagspec.kinds.scoring.plots import plot_roc_panels
 
-    model_dir, df = inputs["model"], inputs["data"]
-    assert isinstance(model_dir, str) and not isinstance(df, str)
+    model_dir, df = inputs.files("model"), inputs.table("data")
     card = read_card(model_dir)
     classes = card.classes
     label_col = params.label_col or card.label_col or "label"

@@ -33,8 +33,7 @@ def predict(inputs: Inputs, params: PredictParams, ctx: StageContext) -> Outputs
     from dagspec.kinds.scoring.flavor_base import PREDICTION, PROBABILITY
     from dagspec.kinds.scoring.models import read_card, transform_with_model
 
-    model_dir, df = inputs["model"], inputs["data"]
-    assert isinstance(model_dir, str) and not isinstance(df, str)
+    model_dir, df = inputs.files("model"), inputs.table("data")
     card = read_card(model_dir)
     keep = list(dict.fromkeys(([params.key_col] if params.key_col else []) + params.passthrough))
     scored = transform_with_model(

@@ -187,8 +187,7 @@ def train_keras(inputs: Inputs, params: TrainKerasParams, ctx: StageContext) -> 
     history = chief["history"]
     cpu_s = sum(r["cpu_s"] for r in results)
     classes = list(range(2 if params.task == "binary" else params.num_classes))
-    train = inputs["train"]
-    names = None if isinstance(train, str) else label_class_names(train.schema[params.label].metadata)
+    names = label_class_names(inputs.table("train").schema[params.label].metadata)
     card = ModelCard(
         flavor="keras",
         kind="train_keras",
@@ -239,8 +238,8 @@ def check_labels(inputs: Inputs, params: TrainKerasParams) -> None:
 
     classes = list(range(2 if params.task == "binary" else params.num_classes))
     for role in ("train", "validation"):
-        table = inputs.get(role)
-        if table is not None and not isinstance(table, str):
+        table = inputs.optional_table(role)
+        if table is not None:
             require_labels(table, params.label, classes, who="train_keras", role=role, one_hot_size=params.num_classes)
 
 

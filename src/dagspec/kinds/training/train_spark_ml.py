@@ -77,8 +77,7 @@ def train_spark_ml(inputs: Inputs, params: TrainSparkMLParams, ctx: StageContext
     from dagspec.kinds.quality.labels import require_labels
     from dagspec.kinds.training.resources import ResourceMonitor
 
-    train = inputs["train"]
-    assert not isinstance(train, str)
+    train = inputs.table("train")
     if params.label_col not in train.columns:
         raise StageFailedError(f"no label column {params.label_col!r} in the training data (columns: {train.columns})")
     require_labels(train, params.label_col, [0, 1], who="train_spark_ml", role="train")

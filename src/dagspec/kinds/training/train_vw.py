@@ -115,8 +115,7 @@ def train_vw(inputs: Inputs, params: TrainVWParams, ctx: StageContext) -> Output
     from dagspec.kinds.training.vw_lines import check_namespaces, namespace_columns
     from dagspec.kinds.training.xgboost_data import parquet_files
 
-    train = inputs["train"]
-    assert not isinstance(train, str)
+    train = inputs.table("train")
     if params.label_col not in train.columns:
         raise StageFailedError(f"no label column {params.label_col!r} in the training data (columns: {train.columns})")
     train_path = ctx.input_path("train")

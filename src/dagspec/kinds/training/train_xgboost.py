@@ -135,9 +135,7 @@ def train_xgboost(inputs: Inputs, params: TrainXGBoostParams, ctx: StageContext)
     from dagspec.kinds.quality.labels import require_labels
     from dagspec.kinds.training.resources import ResourceMonitor
 
-    train = inputs["train"]
-    validation = inputs.get("validation")
-    assert not isinstance(train, str) and not isinstance(validation, str)
+    train, validation = inputs.table("train"), inputs.optional_table("validation")
     features = feature_layout(train, params.label_col, params.features_col)
     for role, table in (("train", train), ("validation", validation)):
         if table is not None:
