@@ -8,6 +8,8 @@ triggerer; tests/airflow/live.py), as a user sees them.
   one new file makes exactly one run, two files landing at once one more, and later polls none (the
   seen files hold); each run computes only the days it has not committed (a partition per day), and
   its asset events carry those days as Airflow partition keys.
+- ``linked_d`` is partitioned by four day files already there and not scheduled: a run triggered
+  with the form's ``partitions`` param (a backfill) computes exactly the range's missing days.
 
 An unknown asset name is a ``file:line:col`` error of the DAG file and of ``dagspec validate``
 (tests/airflow/test_asset_schedule.py, tests/spec/test_asset_schedule.py); it is not put into this
@@ -34,7 +36,7 @@ pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)
 
 POLL_INTERVAL_S = 2
 WAIT_S = 900.0
-DAG_IDS = ("linked_a", "linked_b", "linked_c")
+DAG_IDS = ("linked_a", "linked_b", "linked_c", "linked_d")
 
 
 def _criteo_lines(start: int, count: int) -> str:
@@ -45,6 +47,9 @@ def live_specs(root: Path) -> dict[str, str]:
     """Three tiny specs for the session's Airflow, and A's input file."""
     (root / "linked_a.tsv").write_text(_criteo_lines(0, 40))
     (root / "incoming").mkdir()
+    (root / "backfill").mkdir()
+    for day in range(4):
+        (root / "backfill" / f"day_0{day}.tsv").write_text(_criteo_lines(400 + 100 * day, 10 + 5 * day))
     # one retry: a stage fails when dagspec's code changes under the Connect server (it restarts)
     spark = "spark: {conf: {spark.sql.shuffle.partitions: 2}}\ndefault_args: {retries: 1, retry_delay: 1}\n"
     days = f"{root}/incoming/day_*.tsv"
@@ -56,6 +61,9 @@ def live_specs(root: Path) -> dict[str, str]:
         # partitioned: a partition per day file, so a run computes only the days it has not committed
         "linked_c.yaml": f"dag_id: linked_c\n{spark}"
         f"schedule: {{files: '{days}', poll_interval: {POLL_INTERVAL_S}}}\npartitions: {{files: '{days}'}}\nstages:\n"
+        "  raw: {kind: read, partitioned: true, params: {format: tsv, path: '{{ partition.path }}', schema: criteo}}\n"
+        "  total: {kind: sql, inputs: {days: raw}, params: {query: 'SELECT COUNT(*) AS n FROM days'}}\n",
+        "linked_d.yaml": f"dag_id: linked_d\n{spark}partitions: {{files: '{root}/backfill/day_*.tsv'}}\nstages:\n"
         "  raw: {kind: read, partitioned: true, params: {format: tsv, path: '{{ partition.path }}', schema: criteo}}\n"
         "  total: {kind: sql, inputs: {days: raw}, params: {query: 'SELECT COUNT(*) AS n FROM days'}}\n",
     }
@@ -89,6 +97,15 @@ def _finished_runs(airflow: Airflow, dag_id: str, count: int) -> list[dict[str, 
     raise AssertionError(
         f"{dag_id}: {count} finished run(s) not there within {WAIT_S:.0f} s: {runs(airflow.api, dag_id)}"
     )
+
+
+def _computed(airflow: Airflow, dag_id: str) -> dict[str, tuple[str, int]]:
+    """raw's partition -> (the run that computed it, its rows), from the committed manifests."""
+    computed = {}
+    for manifest in (airflow.root / "storage" / dag_id / "raw" / "_partitions").glob("*/*/manifest.json"):
+        recorded = json.loads(manifest.read_text())
+        computed[manifest.parent.parent.name] = (recorded["run_id"], recorded["rows"]["data"])
+    return computed
 
 
 def _consumed(api: Api, dag_id: str, run_id: str) -> list[dict[str, Any]]:
@@ -148,12 +165,7 @@ def test_new_files_run_c_once_per_batch_and_seen_files_never_again(linked: Airfl
     ]
     assert batches == [[[str(incoming / "day_00.tsv")]], [[str(incoming / f"day_0{i}.tsv") for i in (1, 2)]]]
     # each run computed only its new days: day_00 by the first run, day_01 and day_02 by the second
-    partitions = linked.root / "storage" / "linked_c" / "raw" / "_partitions"
-    computed = {}
-    for manifest in partitions.glob("*/*/manifest.json"):
-        recorded = json.loads(manifest.read_text())
-        computed[manifest.parent.parent.name] = (recorded["run_id"], recorded["rows"]["data"])
-    assert computed == {
+    assert _computed(linked, "linked_c") == {
         "day_00": (first["dag_run_id"], 10),
         "day_01": (second["dag_run_id"], 10),
         "day_02": (second["dag_run_id"], 10),
@@ -169,3 +181,36 @@ def test_new_files_run_c_once_per_batch_and_seen_files_never_again(linked: Airfl
     assert keyed == sorted(
         [(first["dag_run_id"], "day_00"), (second["dag_run_id"], "day_01"), (second["dag_run_id"], "day_02")]
     ), events
+
+
+def _triggered(airflow: Airflow, dag_id: str, partitions: str) -> str:
+    """A run triggered through the REST API with the form's ``partitions`` param, once it succeeded."""
+    run = airflow.api.post(f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {"partitions": partitions}})
+    done = wait_for_run(airflow.api, dag_id, run["dag_run_id"])
+    assert done["state"] == "success", task_report(airflow, dag_id, run["dag_run_id"])
+    return str(run["dag_run_id"])
+
+
+def test_a_backfill_from_the_form_computes_exactly_the_missing_days_of_its_range(linked: Airflow) -> None:
+    started = time.monotonic()
+    linked.api.patch("/api/v2/dags/linked_d", {"is_paused": False})
+    first = _triggered(linked, "linked_d", "..day_01")
+    assert _computed(linked, "linked_d") == {"day_00": (first, 10), "day_01": (first, 15)}
+    states = {t["task_id"]: t["state"] for t in _task_instances(linked.api, "linked_d", first)}
+    assert states == {"raw": "success", "total": "skipped"}, states  # a scoped run runs the partitioned stages only
+
+    second = _triggered(linked, "linked_d", "day_00..day_03")  # two of the range's four days are missing
+    print(f"D: two backfills under the scheduler: {time.monotonic() - started:.1f} s")
+    assert _computed(linked, "linked_d") == {
+        "day_00": (first, 10),
+        "day_01": (first, 15),
+        "day_02": (second, 20),
+        "day_03": (second, 25),
+    }
+    events = linked.api.get("/api/v2/assets/events?source_dag_id=linked_d&limit=100")["asset_events"]
+    keyed = sorted((e["source_run_id"], e.get("partition_key")) for e in events if e["name"] == "linked_d.raw.data")
+    assert keyed == sorted((run, f"day_0{day}") for run, day in ((first, 0), (first, 1), (second, 2), (second, 3)))
+
+
+def _task_instances(api: Api, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    return list(api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"])
