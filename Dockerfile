@@ -73,12 +73,13 @@ COPY deploy/connect_tls.py /opt/dagspec/deploy/connect_tls.py
 
 # An unprivileged user owns Airflow's home and the checkpoint store; named volumes mounted on
 # these paths start with this ownership. /opt/connect/secrets (the Connect server's token, key and
-# certificate, generated at the stack's first start: deploy/connect_tls.py) is its owner's alone.
+# certificate, generated at the stack's first start: deploy/connect_tls.py), /opt/history/secrets
+# (the Spark History Server's key) and /data/spark-events (query plans, conf) are their owner's alone.
 RUN useradd --create-home --uid 50000 --gid 0 dagspec \
-    && mkdir -p /opt/airflow/logs /opt/airflow/auth /data/storage /opt/spark-work /opt/connect/secrets /opt/connect/ca \
-    && chown -R 50000:0 /opt/airflow /data /opt/spark-work /opt/dagspec /opt/connect \
+    && mkdir -p /opt/airflow/logs /opt/airflow/auth /data/storage /data/spark-events /opt/spark-work /opt/connect/secrets /opt/connect/ca /opt/history/secrets \
+    && chown -R 50000:0 /opt/airflow /data /opt/spark-work /opt/dagspec /opt/connect /opt/history \
     && chmod -R g+rwX /opt/airflow /data /opt/spark-work \
-    && chmod 700 /opt/connect/secrets
+    && chmod 700 /opt/connect/secrets /opt/history/secrets /data/spark-events
 
 ENV AIRFLOW_HOME=/opt/airflow \
     DAGSPEC_HOME=/opt/dagspec \

@@ -6,11 +6,12 @@ to ``sc://spark-connect`` it insists on TLS. So the server listens on its contai
 this script terminates TLS in front of it, with a certificate from a CA made at the stack's first
 start. Three verbs:
 
-- ``secrets SECRETS_DIR CA_DIR [--name NAME ...]``: once (the ``connect-secrets`` service), when
-  SECRETS_DIR holds no token yet: a random token, a CA, and the server's key and certificate for
-  NAME (default ``spark-connect``), files 0600; the CA's certificate goes to CA_DIR for the
-  clients (``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``). The CA's key is never written: no one can sign
-  another certificate with it.
+- ``secrets SECRETS_DIR CA_DIR [--name NAME ...] [--history DIR]``: once (the ``connect-secrets``
+  service), when SECRETS_DIR holds no token yet: a random token, a CA, and the server's key and
+  certificate for NAME (default ``spark-connect``), files 0600; the CA's certificate goes to CA_DIR
+  for the clients (``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``). The CA's key is never written: no one can
+  sign another certificate with it. With ``--history``, the Spark History Server's key goes to DIR
+  (its own volume: the History Server never sees the Connect token).
 - ``serve SECRETS_DIR [HOST:]LISTEN_PORT SERVER_PORT -- ARGV...``: the server's container. Runs ARGV (the
   spark-submit of the server) with the token in its environment (not argv: ``ps`` shows argv), and
   the TLS proxy LISTEN_PORT -> 127.0.0.1:SERVER_PORT; ends when either ends, so that Docker
@@ -43,15 +44,20 @@ def _write(path: Path, data: bytes, mode: int) -> None:
         handle.write(data)
 
 
-def make_secrets(secrets_dir: Path, ca_dir: Path, names: list[str]) -> str:
-    """Generate the token, the CA and the server's certificate unless the token exists already."""
+def make_secrets(secrets_dir: Path, ca_dir: Path, names: list[str], history_dir: Path | None = None) -> str:
+    """Generate the token, the CA and the server's certificate unless the token exists already; and
+    the Spark History Server's key into ``history_dir`` unless it exists already."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
+    history = ""
+    if history_dir is not None and not (history_dir / "history.key").is_file():  # its JWS key (dagspec.spark_history)
+        _write(history_dir / "history.key", (secrets.token_urlsafe(32) + "\n").encode(), 0o600)
+        history = "; generated the Spark History Server's key"
     if (secrets_dir / "token").is_file() and (ca_dir / "ca.pem").is_file():
-        return "connect-secrets: kept the token and certificates of an earlier start"
+        return f"connect-secrets: kept the token and certificates of an earlier start{history}"
     now = datetime.datetime.now(datetime.UTC)
     until = now + datetime.timedelta(days=3650)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -85,7 +91,7 @@ def make_secrets(secrets_dir: Path, ca_dir: Path, names: list[str]) -> str:
     _write(secrets_dir / "server.pem", cert.public_bytes(pem) + ca.public_bytes(pem), 0o600)
     _write(ca_dir / "ca.pem", ca.public_bytes(pem), 0o644)
     _write(secrets_dir / "token", (secrets.token_urlsafe(32) + "\n").encode(), 0o600)  # last: marks "done"
-    return f"connect-secrets: generated the Connect token, a CA and the certificate of {', '.join(names)}"
+    return f"connect-secrets: generated the Connect token, a CA and the certificate of {', '.join(names)}{history}"
 
 
 def _context(secrets_dir: Path) -> ssl.SSLContext:
@@ -153,7 +159,8 @@ def serve(secrets_dir: Path, listen: str, server_port: int, argv: list[str]) -> 
 def main(args: list[str]) -> int:
     if args[:1] == ["secrets"] and len(args) >= 3:
         names = [args[i + 1] for i, a in enumerate(args) if a == "--name" and i + 1 < len(args)] or ["spark-connect"]
-        print(make_secrets(Path(args[1]), Path(args[2]), names), flush=True)
+        history = [Path(args[i + 1]) for i, a in enumerate(args) if a == "--history" and i + 1 < len(args)]
+        print(make_secrets(Path(args[1]), Path(args[2]), names, history[0] if history else None), flush=True)
         return 0
     if args[:1] == ["serve"] and len(args) > 5 and args[4] == "--":
         return serve(Path(args[1]), args[2], int(args[3]), args[5:])

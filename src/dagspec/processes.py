@@ -15,8 +15,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
+import stat
 import subprocess
 import time
 import urllib.request
@@ -264,3 +266,33 @@ def fail_and_stop(group: ServiceGroup, run_dir: Path, message: str) -> ServiceEr
     logs = "\n".join(f"--- {p.log} (last lines) ---\n{tail(p.log, 15)}" for p in group.processes)
     group.stop(run_dir)
     return ServiceError(f"{message}\n{logs}")
+
+
+def private_secret(path: Path, what: str, down_hint: str) -> str:
+    """The secret kept in ``path``, generated (32 random bytes, base64url, mode 0600) when there is none.
+
+    Refused when the file is readable by others than its owner: a secret others could read no longer
+    keeps them out. ``what`` names it in errors; ``down_hint`` is what to stop before deleting it.
+    """
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32) + "\n")
+        try:
+            os.link(tmp, path)  # atomic, and never over a secret a concurrent start just wrote
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077 or path.stat().st_uid != os.getuid():
+        raise ServiceError(
+            f"the {what} {path} is readable by others (mode {mode:04o}) or not yours: it no longer "
+            f"keeps other users out. Delete it (`{down_hint}` first): the next start generates a new one, mode 0600"
+        )
+    value = path.read_text().strip()
+    if not value:
+        raise ServiceError(f"the {what} {path} is empty: delete it, the next start generates a new one")
+    return value

@@ -39,7 +39,7 @@ def live_airflow(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         env.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)  # local[*]: these tests are about Airflow
         started = time.monotonic()
         try:
-            status = airflow_up(port=free_port(), home=REPO, run_dir=run_dir)
+            status = airflow_up(port=free_port(), home=REPO, run_dir=run_dir, history_port=free_port())
             print(f"airflow up in {time.monotonic() - started:.1f} s\n{status}")
             assert status.password_file is not None
             password = json.loads(Path(status.password_file).read_text())["admin"]

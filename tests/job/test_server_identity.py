@@ -122,7 +122,7 @@ def test_our_server_started_from_other_code_or_without_the_token_is_restarted_th
             stale = ServerIdentity(ours.project, ours.venv, ours.python, recorded_hash)
         old = start_listener(settings, run_dir, {**stale.as_info(), **with_token}).processes[0]
         write_identity(settings.port, stale, old.pid, old.start_ticks, run_dir)
-    monkeypatch.setattr(connect_server, "server_argv", lambda s: listener_argv(s.port))
+    monkeypatch.setattr(connect_server, "server_argv", lambda s, home: listener_argv(s.port))
     why = NO_TOKEN if recorded_hash == "current" else CODE.format(was=recorded_hash or "unrecorded")
     try:
         assert f"  the next stage restarts it: {why}" in server_status(REPO, run_dir)

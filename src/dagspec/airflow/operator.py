@@ -30,6 +30,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, A
 
 from dagspec import jvm, storage
 from dagspec.airflow.client_process import start_client
+from dagspec.airflow.links import SparkUILink
 from dagspec.errors import ConnectionMissingError, DagspecError
 from dagspec.kinds.catalog import load_catalog
 from dagspec.plan.events import asset_extra
@@ -99,6 +100,7 @@ class DagspecStageOperator(SparkSubmitOperator):
     # (no secret can be templated into the spark-submit argv or the task log).
     template_fields: Sequence[str] = ()
     ui_color = "#e8f1fb"
+    operator_extra_links = (SparkUILink(),)
 
     def __init__(self, *, spec: PipelineSpec, stage_name: str, home: str, jobs_dir: str, **kwargs: Any) -> None:
         super().__init__(application=str(Path(jobs_dir) / "run_stage.py"), **kwargs)
@@ -122,6 +124,8 @@ class DagspecStageOperator(SparkSubmitOperator):
             raise AirflowException(str(exc)) from None
 
     def execute(self, context: Any) -> None:
+        link = self.operator_extra_links[0]  # there while the stage runs, not only once it ended
+        context["ti"].xcom_push(key=link.xcom_key, value=link.get_link(self, ti_key=context["ti"]))
         stage = self.resolve(context)
         if stage.blocked:  # another spec's output it reads was never committed
             raise AirflowException(f"stage {stage.name!r}: {'; '.join(stage.blocked)}")

@@ -17,13 +17,10 @@ server does not speak. Such a URL never reaches argv or a log: :func:`redact_url
 from __future__ import annotations
 
 import hashlib
-import os
-import secrets
-import stat
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from dagspec.processes import ServiceError
+from dagspec.processes import private_secret
 
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # read by the server (and by pyspark's client)
 
@@ -34,35 +31,8 @@ def token_path(home: Path) -> Path:
 
 
 def server_token(home: Path) -> str:
-    """The project's token, generated (mode 0600) when there is none yet.
-
-    Refused when the file is readable by others than its owner: a token others could read no longer
-    keeps them out.
-    """
-    path = token_path(home)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".connect.token.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secrets.token_urlsafe(32) + "\n")
-        try:
-            os.link(tmp, path)  # atomic, and never over a token a concurrent start just wrote
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink(missing_ok=True)
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077 or path.stat().st_uid != os.getuid():
-        raise ServiceError(
-            f"the Spark Connect token {path} is readable by others (mode {mode:04o}) or not yours: it no longer "
-            f"keeps other users out of the local server. Delete it (`dagspec connect down` first): the next "
-            f"start generates a new one, mode 0600"
-        )
-    token = path.read_text().strip()
-    if not token:
-        raise ServiceError(f"the Spark Connect token {path} is empty: delete it, the next start generates a new one")
-    return token
+    """The project's token, generated (mode 0600) when there is none yet; refused when others can read it."""
+    return private_secret(token_path(home), "Spark Connect token", "dagspec connect down")
 
 
 def token_id(token: str) -> str:

@@ -40,6 +40,7 @@ from dagspec.job.server_identity import (
     write_identity,
 )
 from dagspec.processes import ServiceError, ServiceGroup, default_run_dir, start_all, tail, wait_until
+from dagspec.spark_history import event_log_conf
 
 log = logging.getLogger("dagspec.connect")
 
@@ -87,8 +88,10 @@ def answering(port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def server_argv(settings: ServerSettings) -> list[str]:
-    """The spark-submit command line of the server."""
+def server_argv(settings: ServerSettings, home: Path) -> list[str]:
+    """The spark-submit command line of the server. Its own web UI stays off (it would be a server
+    without credentials); its event logs feed the History Server (``dagspec.spark_history``)."""
+    events = [arg for key, value in event_log_conf(home).items() for arg in ("--conf", f"{key}={value}")]
     return [
         str(spark_home() / "bin" / "spark-submit"),
         "--class", SERVER_CLASS,
@@ -100,6 +103,7 @@ def server_argv(settings: ServerSettings) -> list[str]:
         # Python workers stay alive between tasks, and so between stages: TensorFlow or XGBoost
         # is imported once per worker (Spark's default, stated because the speed depends on it)
         "--conf", "spark.python.worker.reuse=true",
+        *events,
         "--name", "dagspec-connect",
         "spark-internal",
     ]  # fmt: skip
@@ -220,7 +224,7 @@ def ensure_server(home: Path, run_dir: Path | None = None, settings: ServerSetti
                 _stop(stale, run_dir)  # recorded but not answering: dead or hung, start afresh
         info = {"url": settings.url, "port": settings.port, "master": settings.master, **ours.as_info()}
         group = ServiceGroup(GROUP, [], {**info, "token_id": token_id(token)})
-        start_all(group, run_dir, [("spark-connect", server_argv(settings))], server_env(home, run_dir, token))
+        start_all(group, run_dir, [("spark-connect", server_argv(settings, home))], server_env(home, run_dir, token))
         proc = group.processes[0]
         write_identity(settings.port, ours, proc.pid, proc.start_ticks, run_dir)
         if not wait_until(lambda: answering(settings.port) or not proc.running, START_TIMEOUT_S, interval=0.5):

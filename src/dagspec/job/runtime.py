@@ -9,6 +9,7 @@ checkpoint, discards nothing and succeeds as a hit.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
 import time
@@ -227,11 +228,16 @@ def _write_outputs(
     return described
 
 
-def _driver_info(spark: SparkSession) -> dict[str, str]:
+def _driver_info(spark: SparkSession) -> dict[str, Any]:
+    """The application that computed the stage (its Spark UI in the History Server) and the tags of
+    the stage's jobs there: a Connect server's one application runs every stage's jobs."""
     try:
         context = spark.sparkContext
         return {"master": str(context.master), "app_id": str(context.applicationId)}
     except Exception:  # Spark Connect sessions have no SparkContext
+        with contextlib.suppress(Exception):  # a courtesy of the manifest, like the server record's fields
+            tags = sorted(spark.getTags())
+            return {"master": "spark connect", "app_id": str(spark.conf.get("spark.app.id")), "job_tags": tags}
         return {"master": "spark connect", "app_id": ""}
 
 

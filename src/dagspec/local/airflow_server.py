@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dagspec.job.connect_server import ensure_server, stop_server
 from dagspec.local.airflow_env import airflow_env, ensure_airflow_db, ensure_spark_connection, uses_local_server
+from dagspec.local.history import ensure_history, history_down
 from dagspec.processes import (
     ServiceError,
     ServiceGroup,
@@ -20,6 +21,8 @@ from dagspec.processes import (
     start_all,
     wait_until,
 )
+from dagspec.spark_history import DEFAULT_PORT as HISTORY_PORT
+from dagspec.spark_history import HISTORY_URL_ENV, local_history
 from dagspec.spec.roots import STORAGE_ROOT_ENV, deployment_storage_root
 from dagspec.storage import project_home
 
@@ -69,6 +72,7 @@ class AirflowStatus:
     airflow_home: str | None
     processes: dict[str, bool]
     health: dict[str, str] = field(default_factory=dict)
+    history: str = ""  # the Spark History Server's status, as `airflow up` left it
 
     @property
     def password_file(self) -> str | None:
@@ -87,6 +91,8 @@ class AirflowStatus:
         lines += [f"  {name:16} {'running' if ok else 'DEAD'}" for name, ok in self.processes.items()]
         if self.health:
             lines.append("  health: " + ", ".join(f"{k}={v}" for k, v in self.health.items()))
+        if self.history:
+            lines.append(self.history)
         return "\n".join(lines)
 
 
@@ -106,6 +112,7 @@ def airflow_up(
     home: Path | None = None,
     run_dir: Path | None = None,
     timeout: float = 180.0,
+    history_port: int = HISTORY_PORT,
 ) -> AirflowStatus:
     """Start api-server (UI on 127.0.0.1:``port``), scheduler, dag-processor and triggerer (it runs the
     watchers of ``schedule: {files: ...}``); wait until healthy."""
@@ -120,6 +127,10 @@ def airflow_up(
     env = airflow_environment(home, port, parallelism)
     if uses_local_server(env, "spark_default"):
         ensure_server(home, run_dir)  # before the scheduler: a first task must not wait for its start
+    history_line = ensure_history(home, run_dir, history_port)  # the tasks' "Spark UI" links open it
+    found = local_history(home, run_dir)
+    if found is not None:  # where dagspec's view finds it (the key: the project's key file)
+        env[HISTORY_URL_ENV] = found.url
     airflow = str(Path(sys.executable).parent / "airflow")
     url = f"http://127.0.0.1:{port}"
     specs = [
@@ -144,7 +155,9 @@ def airflow_up(
     except BaseException:  # re-raised: whatever stops the start (Ctrl-C too) leaves no process behind
         group.stop(run_dir)
         raise
-    return airflow_status(home=home, run_dir=run_dir)
+    status = airflow_status(home=home, run_dir=run_dir)
+    status.history = history_line
+    return status
 
 
 def airflow_status(*, home: Path | None = None, run_dir: Path | None = None) -> AirflowStatus:
@@ -171,4 +184,4 @@ def airflow_down(*, home: Path | None = None, run_dir: Path | None = None) -> st
     stopped = "Airflow: not running"
     if group is not None:
         stopped = "\n".join(["Airflow stopped:", *(f"  {line}" for line in group.stop(run_dir))])
-    return f"{stopped}\n{stop_server(home, run_dir)}"
+    return f"{stopped}\n{history_down(home=home, run_dir=run_dir)}\n{stop_server(home, run_dir)}"

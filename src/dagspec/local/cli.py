@@ -1,4 +1,4 @@
-"""The ``dagspec`` command: validate, list, show, run, head, describe, init, generate, cluster, airflow, connect, jvm-archive.
+"""The ``dagspec`` command: validate, list, show, run, head, describe, init, generate, cluster, airflow, history, connect, jvm-archive.
 
 Heavy modules (Airflow, Spark) are imported only by the verbs that need them, so ``validate`` and
 ``show`` answer in well under a second.
@@ -14,7 +14,7 @@ from dagspec.errors import DagspecError, SpecError
 from dagspec.job import connect_server
 from dagspec.job.connect_auth import token_path
 from dagspec.kinds.catalog import load_catalog
-from dagspec.local import airflow_server, cluster
+from dagspec.local import airflow_server, cluster, history
 from dagspec.local.gc import cmd_gc
 from dagspec.local.generate import GENERATORS
 from dagspec.local.inspect import cmd_describe, cmd_head
@@ -68,9 +68,9 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_service(args: argparse.Namespace) -> int:
-    """Start, stop or check the local cluster or Airflow (``airflow up`` on ``--port``)."""
-    module = {"cluster": cluster, "airflow": airflow_server}[args.service]
-    options = {"port": args.port} if args.service == "airflow" and args.action == "up" else {}
+    """Start, stop or check the local cluster, Airflow or the Spark History Server (``up`` on ``--port``)."""
+    module = {"cluster": cluster, "airflow": airflow_server, "history": history}[args.service]
+    options = {"port": args.port} if args.service != "cluster" and args.action == "up" else {}
     result = getattr(module, f"{args.service}_{args.action}")(**options)
     if result is not None:
         print(result)
@@ -192,16 +192,19 @@ def _add_inspect_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def _add_service_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The local services: ``cluster``, ``airflow``, ``connect``, and the JVM archive."""
-    for service in ("cluster", "airflow"):
-        p = verbs.add_parser(service, help=f"start or stop the local {service} (background processes)")
+    """The local services: ``cluster``, ``airflow``, ``history``, ``connect``, and the JVM archive."""
+    ports = {
+        "airflow": (airflow_server.DEFAULT_PORT, "the UI and API"),
+        "history": (history.DEFAULT_PORT, "the Spark History Server (token-protected)"),
+    }
+    for service in ("cluster", "airflow", "history"):
+        what = "Spark History Server on the event logs" if service == "history" else service
+        p = verbs.add_parser(service, help=f"start or stop the local {what} (background processes)")
         p.add_argument("action", choices=["up", "down", "status"])
-        if service == "airflow":
+        if service in ports:
+            default, of = ports[service]
             p.add_argument(
-                "--port",
-                type=int,
-                default=airflow_server.DEFAULT_PORT,
-                help=f"port of the UI and API on 127.0.0.1, for `up` (default {airflow_server.DEFAULT_PORT})",
+                "--port", type=int, default=default, help=f"port of {of} on 127.0.0.1, for `up` (default {default})"
             )
         p.set_defaults(func=cmd_service, service=service)
 

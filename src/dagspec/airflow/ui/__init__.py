@@ -6,4 +6,6 @@ and plain file reads: no Spark, TensorFlow or pandas in the API server. DAG pars
 this package.
 """
 
-URL_PREFIX = "/dagspec"  # where the plugin mounts the app on the API server
+from dagspec.airflow.links import URL_PREFIX  # where the plugin mounts the app on the API server
+
+__all__ = ["URL_PREFIX"]

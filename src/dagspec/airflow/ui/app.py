@@ -19,9 +19,9 @@ from typing import Annotated, Any, Protocol
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from dagspec.airflow.ui import URL_PREFIX, files, pages
+from dagspec.airflow.ui import URL_PREFIX, files, pages, spark
 from dagspec.airflow.ui.results import (
     RunInfo,
     StageRow,
@@ -110,6 +110,18 @@ def can_read_runs(request: Request, user: GetUserDep) -> None:
     """Airflow's check for reading the runs of the path's ``dag_id``: 401 without a valid token,
     403 for a user the auth manager does not let read that DAG's runs."""
     _read_runs(request, user)
+
+
+def can_read_all_runs(user: GetUserDep) -> None:
+    """Airflow's check for reading every DAG's runs (the History Server shows every application):
+    decided on no DAG at all, never on a ``dag_id`` the request names."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    if not get_auth_manager().is_authorized_dag(
+        method="GET", access_entity=DagAccessEntity.RUN, details=DagDetails(id=None), user=user
+    ):
+        raise HTTPException(403, "the Spark History Server shows every DAG's runs: this user may not read them all")
 
 
 Store = Annotated[RunStore, Depends(run_store)]
@@ -209,5 +221,36 @@ def create_app() -> FastAPI:
         kind = mimetypes.guess_type(Path(found.relative).name)[0] or "application/octet-stream"
         headers = {"Content-Security-Policy": FILE_POLICY, "X-Content-Type-Options": "nosniff"}
         return Response(content, media_type=kind, headers=headers)
+
+    @app.get("/spark/dags/{dag_id}/runs/{run_id}/stages/{task_id}", dependencies=READ)
+    def spark_ui(dag_id: str, run_id: str, task_id: str, request: Request, store: Store) -> RedirectResponse:
+        """A task's "Spark UI" link: the jobs of the application that computed the stage, in the
+        History Server; while the stage has recorded nothing yet, the running applications."""
+        _spec(dag_id)
+        if store.run(dag_id, run_id) is None:
+            raise PageError(404, dag_id, f"no run {run_id!r} of {dag_id}")
+        found = spark.stage_application(_root(), dag_id, run_id, stage_of(task_id))
+        target = found.jobs_path() if found else "/?showIncomplete=true"
+        return RedirectResponse(f"{_base(request)}{spark.HISTORY_PATH}{target}", status_code=307)
+
+    @app.get(spark.HISTORY_PATH + "/{path:path}", dependencies=[Depends(can_read_all_runs)])
+    def spark_history(path: str, request: Request) -> Response:
+        """Spark's History Server, forwarded with its token to users who may read every DAG's runs."""
+        server = spark.history_server()
+        if server is None:
+            raise PageError(
+                503,
+                "Spark History Server",
+                "no Spark History Server runs for this deployment: start one with `dagspec history up` "
+                "(dagspec airflow up starts it), or set the connection spark_history_default",
+            )
+        try:
+            answer = spark.forward(server, path, request.url.query, f"{_base(request)}{spark.HISTORY_PATH}")
+        except OSError as exc:
+            raise PageError(
+                502, "Spark History Server", f"the Spark History Server at {server.url} did not answer: {exc}"
+            ) from exc
+        headers = {**answer.headers, "Content-Security-Policy": spark.POLICY, "X-Content-Type-Options": "nosniff"}
+        return Response(answer.body, status_code=answer.status, headers=headers)
 
     return app
