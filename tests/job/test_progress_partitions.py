@@ -4,6 +4,9 @@ progress per session, so the stage's reporter is attached to each sibling."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +34,10 @@ stages:
 """
 
 
-def test_every_partitions_session_reports_to_the_stages_progress(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("DAGSPEC_STORAGE_ROOT", str(tmp_path / "storage"))
-    monkeypatch.setenv("DAGSPEC_PROGRESS_INTERVAL", "600")  # the sources only: no line is due
-    spec = load_spec(write_spec(tmp_path / "pipelines", SPEC), "pipelines/pipe.yaml")
+def scenario(folder: Path) -> None:
+    """The test, in a process of its own: a process holding a classic session (another test file's,
+    in the same pytest worker) cannot open a Connect session."""
+    spec = load_spec(write_spec(folder / "pipelines", SPEC), "pipelines/pipe.yaml")
     stage = resolve_pipeline(spec, default_context(spec, {}))["part"]
     ended: list[str | None] = []  # the operations whose end reached the stage's reporter
 
@@ -46,7 +47,7 @@ def test_every_partitions_session_reports_to_the_stages_progress(
         if done:
             ended.append(operation_id)
 
-    monkeypatch.setattr(ProgressReporter, "__call__", record)
+    ProgressReporter.__call__ = record  # type: ignore[method-assign]  # this process only
     spark = create_session("progress-partitions", remote=with_token(ensure_server(REPO), server_token(REPO)))
     attached: list[Any] = []
     try:
@@ -75,3 +76,14 @@ def test_every_partitions_session_reports_to_the_stages_progress(
                 release_sibling(other)
     finally:
         spark.stop()
+
+
+def test_every_partitions_session_reports_to_the_stages_progress(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "DAGSPEC_STORAGE_ROOT": str(tmp_path / "storage"),
+        "DAGSPEC_PROGRESS_INTERVAL": "600",  # the sources only: no line is due
+    }
+    code = f"from pathlib import Path; from tests.job.test_progress_partitions import scenario; scenario(Path({str(tmp_path)!r}))"
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]

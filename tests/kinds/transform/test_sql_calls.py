@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from dagspec.errors import SpecValidationError, StageFailedError
+from dagspec.kinds.base import Inputs
 from dagspec.kinds.plan_inputs import checked_sql
 from dagspec.kinds.sql_functions import REFUSED, SPARK_FUNCTIONS, plan_call_refusal
 from dagspec.kinds.transform.sql import SqlParams
@@ -121,8 +122,8 @@ def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, st
     return {"a": str(parquet_table(spark, root, 20)), "b": str(parquet_table(spark, root, 10))}
 
 
-def inputs(session: Any, tables: dict[str, str]) -> dict[str, Any]:
-    return {role: session.read.parquet(path) for role, path in tables.items()}
+def inputs(session: Any, tables: dict[str, str]) -> Inputs:
+    return Inputs({role: session.read.parquet(path) for role, path in tables.items()})
 
 
 @pytest.mark.spark

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dagspec.errors import StageFailedError
+from dagspec.kinds.base import Inputs
 from dagspec.kinds.plan_inputs import check_reads_only_inputs, checked_sql, register_input_views
 from tests.helpers import load_and_run, parquet_table, write_spec
 
@@ -31,8 +32,8 @@ def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, st
     }
 
 
-def inputs(session: Any, tables: dict[str, str]) -> dict[str, Any]:
-    return {"a": session.read.parquet(tables["a"]), "b": session.read.parquet(tables["b"])}
+def inputs(session: Any, tables: dict[str, str]) -> Inputs:
+    return Inputs({"a": session.read.parquet(tables["a"]), "b": session.read.parquet(tables["b"])})
 
 
 @pytest.mark.parametrize(
