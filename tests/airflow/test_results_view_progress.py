@@ -65,6 +65,8 @@ def test_a_running_stage_shows_its_latest_progress_while_its_attempt_holds_the_l
         reporter.emit(progress)
         page = app.get(f"/dags/{DAG}/runs/manual__now").text
         assert '<div class="progress"' in page and "epoch 4/10 val_loss=0.2871" in page
+        row = page.split(">hlf_classifier</a>", 1)[1].split("</tr>", 1)[0]
+        assert "<td>train_keras</td>" in row  # no record yet: the spec's kind
     # the attempt is gone (killed: its file stays behind), its progress is no longer shown
     assert Path(progress_path(str(stage_dir), FINGERPRINT)).exists()
     assert "epoch 4/10" not in app.get(f"/dags/{DAG}/runs/manual__now").text

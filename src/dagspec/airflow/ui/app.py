@@ -171,7 +171,9 @@ def _run_rows(dag_id: str, run_id: str, store: RunStore) -> tuple[str, RunInfo, 
         records = read_run(root, dag_id, run_id)
     except DagspecError as exc:
         raise PageError(409, f"{dag_id}: {run_id}", f"cannot read the run's records: {exc}") from exc
-    rows = stage_rows(spec.stage_order(), records, store.tasks(dag_id, run_id), partial(running_progress, root, dag_id))
+    kinds = {name: spec.stages[spec.written_stage(name)].kind for name in spec.stage_order()}
+    tasks = store.tasks(dag_id, run_id)
+    rows = stage_rows(spec.stage_order(), records, tasks, partial(running_progress, root, dag_id), kinds)
     return root, run, rows, missing_records_note(run, records)
 
 

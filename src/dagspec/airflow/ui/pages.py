@@ -87,7 +87,7 @@ def run_page(base: str, run: RunInfo, rows: Sequence[StageRow], root: str, note:
         checkpoint = record.checkpoint if record else ""
         body_rows.append([
             f"<td>{link(stage_url(base, run.dag_id, run.run_id, row.name), row.name)}</td>",
-            f"<td>{esc(record.kind if record else '-')}</td>",
+            f"<td>{esc(record.kind if record else row.kind or '-')}</td>",
             f'<td class="{esc(task_state)}">{esc(task_state)}{_progress(row)}</td>',
             f"<td>{_cache(row)}</td>",
             f'<td class="fp">{esc(record.fingerprint if record else "-")}</td>',

@@ -68,6 +68,7 @@ class StageRow:
     now: str = ""  # the recorded checkpoint now: committed / replaced / removed / broken ("": no record)
     now_detail: str = ""
     progress: StageProgress | None = None  # a running task's latest progress (``dagspec.plan.progress``)
+    kind: str = ""  # the spec's, for a stage without a record yet (a recorded stage's is its record's)
 
     @property
     def rows_out(self) -> int | None:
@@ -149,9 +150,10 @@ def stage_rows(
     records: Mapping[str, StageRecord],
     tasks: Mapping[str, TaskInfo],
     running: Callable[[str], StageProgress | None] | None = None,
+    kinds: Mapping[str, str] | None = None,
 ) -> list[StageRow]:
     """The run's stages: those it recorded or has a task for, in ``order`` (the spec's), then any other;
-    ``running(stage)``: the progress of a stage whose task runs."""
+    ``running(stage)``: the progress of a stage whose task runs; ``kinds``: each stage's kind in the spec."""
     by_stage = {stage_of(task_id): info for task_id, info in tasks.items()}
     present = set(records) | set(by_stage)
     names = [n for n in order if n in present] + sorted(present - set(order))
@@ -161,7 +163,7 @@ def stage_rows(
         now, detail = checkpoint_now(record) if record else ("", "")
         task = by_stage.get(name)
         progress = running(name) if running and record is None and task and task.state == "running" else None
-        rows.append(StageRow(name, task, record, now, detail, progress))
+        rows.append(StageRow(name, task, record, now, detail, progress, (kinds or {}).get(name, "")))
     return rows
 
 
