@@ -82,12 +82,15 @@ def start_client(
     return process, ahead
 
 
-def stop(process: subprocess.Popen[str]) -> None:
-    """Stop a client process and what it forked."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=5)
+def stop(process: subprocess.Popen[str], timeout: float = 5.0) -> None:
+    """Stop a client process and what it forked: SIGTERM (the job interrupts its Spark jobs), then
+    SIGKILL after ``timeout`` (a trainer in native code sees no signal until it returns to Python)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=timeout)
+            return
 
 
 @atexit.register

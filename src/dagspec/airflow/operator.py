@@ -29,7 +29,7 @@ from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
 from dagspec import jvm, storage
-from dagspec.airflow.client_process import start_client
+from dagspec.airflow.client_process import start_client, stop
 from dagspec.airflow.links import SparkUILink
 from dagspec.errors import ConnectionMissingError, DagspecError
 from dagspec.kinds.catalog import load_catalog
@@ -250,10 +250,14 @@ class DagspecStageOperator(SparkSubmitOperator):
         self.log.info("Connect client (%s): %s %s <stage JSON>", how, argv[0], " ".join(argv[1:-1]))
         assert self._client.stdout is not None
         failure = None
-        for line in self._client.stdout:
-            self.log.info("%s", redact_url(line.rstrip()))  # Airflow masks the connection's token; any other too
-            failure = find_failure([line]) or failure
-        code = self._client.wait()
+        try:
+            for line in self._client.stdout:
+                self.log.info("%s", redact_url(line.rstrip()))  # Airflow masks the connection's token; any other too
+                failure = find_failure([line]) or failure
+            code = self._client.wait()
+        except BaseException:  # re-raised: an interrupt (Ctrl-C of dagspec run) must not leave the client running
+            stop(self._client)
+            raise
         if code != 0:
             self.fail(stage, failure, f"Connect client exit code {code}")
 

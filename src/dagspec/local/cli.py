@@ -226,6 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BrokenPipeError:  # output piped into `head`
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: the stages' processes were stopped on the way out
+        print("interrupted", file=sys.stderr)
+        return 130
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return 1
