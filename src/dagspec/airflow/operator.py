@@ -124,8 +124,9 @@ class DagspecStageOperator(SparkSubmitOperator):
             raise AirflowException(str(exc)) from None
 
     def execute(self, context: Any) -> None:
-        link = self.operator_extra_links[0]  # there while the stage runs, not only once it ended
-        context["ti"].xcom_push(key=link.xcom_key, value=link.get_link(self, ti_key=context["ti"]))
+        ti, link = context.get("ti"), self.operator_extra_links[0]
+        if ti is not None:  # the link is there while the stage runs, not only once it ended
+            ti.xcom_push(key=link.xcom_key, value=link.get_link(self, ti_key=ti))
         stage = self.resolve(context)
         if stage.blocked:  # another spec's output it reads was never committed
             raise AirflowException(f"stage {stage.name!r}: {'; '.join(stage.blocked)}")
