@@ -140,3 +140,15 @@ def browser(tmp_path: Path, window: str = "1400,1100") -> Any:
     for flag in (*BROWSER_FLAGS, f"--window-size={window}", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(chromedriver), options=options)
+
+
+def login(driver: Any, airflow: Airflow, wait: Any) -> None:
+    """Log the browser in to the Airflow UI as admin."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    driver.get(f"{airflow.url}/auth/login")
+    wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
+    driver.find_element(By.NAME, "password").send_keys(airflow.password)
+    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait.until(lambda d: "/auth/login" not in d.current_url)

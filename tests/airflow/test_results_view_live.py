@@ -22,7 +22,7 @@ from urllib.parse import quote
 import pytest
 
 from dagspec.local.airflow_server import PASSWORD_FILE
-from tests.airflow.live import Airflow, browser, task_report, wait_for_dag, wait_for_run
+from tests.airflow.live import Airflow, browser, login, task_report, wait_for_dag, wait_for_run
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -159,17 +159,6 @@ def test_the_view_needs_airflows_token(live_airflow: Airflow, finished_run: str)
     assert _status(page, live_airflow.api.token) == 200
 
 
-def _login(driver: Any, airflow: Airflow, wait: Any) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-
-    driver.get(f"{airflow.url}/auth/login")
-    wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
-    driver.find_element(By.NAME, "password").send_keys(airflow.password)
-    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait.until(lambda d: "/auth/login" not in d.current_url)
-
-
 def _in_frame(driver: Any, wait: Any) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
@@ -189,7 +178,7 @@ def test_the_run_and_task_pages_show_the_stages_the_auc_table_and_the_roc_plot(
     shots = {name: tmp_path / f"{name}.png" for name in ("run", "stage")}
     try:
         wait = WebDriverWait(driver, 120)
-        _login(driver, live_airflow, wait)
+        login(driver, live_airflow, wait)
         # the run page's "dagspec results" tab: every stage, green
         driver.get(f"{live_airflow.url}/dags/{DAG}/runs/{run}/plugin/dagspec_run")
         _in_frame(driver, wait)

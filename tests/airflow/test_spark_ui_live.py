@@ -18,7 +18,7 @@ from urllib.parse import quote
 import pytest
 
 from dagspec.checkpoint import latest
-from tests.airflow.live import Airflow, browser, task_report, wait_for_dag, wait_for_run
+from tests.airflow.live import Airflow, browser, login, task_report, wait_for_dag, wait_for_run
 from tests.conftest import CRITEO_SAMPLE
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -107,11 +107,7 @@ def test_a_user_opens_the_link_in_the_browser(live_airflow: Airflow, finished: s
     shot = tmp_path / "spark_history_from_link.png"
     try:
         wait = WebDriverWait(driver, 120)
-        driver.get(f"{live_airflow.url}/auth/login")
-        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
-        driver.find_element(By.NAME, "password").send_keys(live_airflow.password)
-        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-        wait.until(lambda d: "/auth/login" not in d.current_url)
+        login(driver, live_airflow, wait)
         driver.get(link)
         wait.until(ec.presence_of_element_located((By.ID, "completed-summary")))
         assert "Spark Jobs" in driver.title or "Spark Jobs" in driver.page_source
