@@ -193,3 +193,31 @@ def test_every_rule_on_odd_lines_each_counted_with_its_reason(spark, home, tmp_p
     assert seven["label"] == 1 and seven["C1"] == "abc"
     (twelve,) = [r for r in rows if r["I2"] == 12]
     assert twelve["label"] == 1
+
+
+def test_float_written_integers_without_a_header_are_counted(spark, home, tmp_path: Path) -> None:
+    """Every line written but some hold a '.': only those are parsed again, and their floats counted."""
+    lines = CRITEO_SAMPLE.read_text().splitlines()
+    for i in (3, 10, 500):
+        fields = lines[i].split("\t")
+        assert fields[2], "I2 of a chosen line is there"
+        fields[2] = f"{fields[2]}.0"
+        lines[i] = "\t".join(fields)
+    (tmp_path / "day.tsv").write_text("\n".join(lines) + "\n")
+    stage, m = _run(spark, tmp_path, tmp_path / "day.tsv")
+    assert m["rows"] == {"data": 1000} and m["metrics"]["rows_rejected"] == 0
+    assert m["metrics"]["integers_written_as_floats"] == 3 and m["metrics"]["header_lines"] == 0
+    original, _ = _run(spark, tmp_path / "original", CRITEO_SAMPLE)
+    assert _rows(spark, stage) == _rows(spark, original)
+
+
+def test_counts_that_do_not_add_up_fail_the_stage(spark, tmp_path: Path) -> None:
+    """Lines, rows written and rejected lines must add up (a file that changed while read does not)."""
+    from dagspec.kinds.ctr.criteo_lines import parse_lines
+    from dagspec.kinds.ctr.read_criteo import ReadCriteoParams, _line_stats
+
+    files = [str(CRITEO_SAMPLE)]
+    parsed = parse_lines(spark, files, ReadCriteoParams(), "\t")
+    assert _line_stats(spark, files, parsed, 1000) == {"lines": 1000, "headers": 0, "rejected": 0, "floats": 0}
+    with pytest.raises(StageFailedError, match="changed while they were read: 1000 lines, but 999 rows written"):
+        _line_stats(spark, files, parsed, 999)

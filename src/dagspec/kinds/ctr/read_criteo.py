@@ -111,11 +111,15 @@ def read_criteo(
 ) -> dict[str, DataFrame]:
     """Parse raw Criteo lines and write ``data`` (returns ``{}``); bad ones go to the quarantine.
 
-    One pass over the files: the good rows are written while the counts and the header lines are
-    observed; only files with rejected lines are read a second time, by Spark, for the quarantine
-    (nothing of the rows passes through this process).
+    The good rows are written in one pass that computes nothing else (an observation in it would
+    cost as much as the parse: it breaks Spark's code generation). The counts come after, from
+    what is cheap: the rows written (Parquet footers) and one plain scan of the lines (how many,
+    how many hold a ``.``). When every line was written and none holds a ``.``, there was no
+    header, no rejected line and no float-written integer. Otherwise the lines are parsed again
+    (all of them, or only the dotted ones) for the exact counts, and the rejected ones are written
+    to the quarantine; a count that does not add up (a file changed while it was read) fails the
+    stage. Nothing of the rows passes through this process.
     """
-    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     files = list_files(path) if isinstance(path, str) else list(path)
@@ -124,26 +128,12 @@ def read_criteo(
     delimiter = params.delimiter if params.delimiter is not None else "\t"
     parsed = parse_lines(spark, files, params, delimiter)
     is_rejected = F.col("_reason").isNotNull()
-    header = F.when(F.col("_header"), F.col("_names"))
-    observation = Observation("read_criteo")
-    observed = parsed.observe(
-        observation,
-        F.count(F.lit(1)).alias("lines"),
-        F.count(header).alias("headers"),
-        F.count("_reason").alias("rejected"),
-        F.count(F.when(~is_rejected & ~F.col("_header") & F.col("_float"), 1)).alias("floats"),
-        F.min(header).alias("first_names"),
-        F.max(header).alias("last_names"),
-        F.min_by("file", header).alias("first_file"),
-        F.max_by("file", header).alias("last_file"),
-    )
-    good = observed.where(~is_rejected & ~F.col("_header")).select("_row.*")
-    good.write.mode("error").parquet(ctx.output_path("data"))
-    stats = observation.get
+    parsed.where(~is_rejected & ~F.col("_header")).select("_row.*").write.mode("error").parquet(ctx.output_path("data"))
+    written = spark.read.parquet(ctx.output_path("data")).count()
+    stats = _line_stats(spark, files, parsed, written)
     headers, rejected_n = int(stats["headers"]), int(stats["rejected"])
     if params.header and headers:
         _check_headers(stats, files, delimiter, 1 if params.id_column else 0, headers)
-    rows_read = int(stats["lines"]) - headers
     ctx.metrics.update(
         {
             "files": len(files),
@@ -160,11 +150,51 @@ def read_criteo(
         ctx,
         rejected,
         rejected_n=rejected_n,
-        rows_read=rows_read,
+        rows_read=int(stats["lines"]) - headers,
         max_fraction=params.max_rejected_fraction,
         hint=lambda examples: _hint(examples, params, len(CRITEO_COLUMNS) + (1 if params.id_column else 0)),
     )
     return {}
+
+
+def _line_stats(spark: SparkSession, files: list[str], parsed: DataFrame, written: int) -> dict[str, Any]:
+    """``lines``, ``headers``, ``rejected``, ``floats`` and the header lines' names and files.
+
+    A plain scan counts the lines and the lines with a ``.`` (a float-written integer has one);
+    only what that leaves open is parsed again.
+    """
+    from pyspark.sql import functions as F
+
+    tally = (
+        spark.read.text(files)
+        .agg(F.count(F.lit(1)).alias("lines"), F.count_if(F.instr("value", ".") > 0).alias("dotted"))
+        .first()
+    )
+    assert tally is not None  # an aggregate without grouping has one row
+    lines, dotted = int(tally["lines"]), int(tally["dotted"])
+    stats: dict[str, Any] = {"lines": lines, "headers": 0, "rejected": 0, "floats": 0}
+    if lines == written and not dotted:  # every line a good row, none float-written
+        return stats
+    header = F.when(F.col("_header"), F.col("_names"))
+    good = F.col("_reason").isNull() & ~F.col("_header")
+    scope = parsed if lines != written else parsed.where(F.instr("line", ".") > 0)
+    row = scope.agg(
+        F.count(header).alias("headers"),
+        F.count("_reason").alias("rejected"),
+        F.count(F.when(good & F.col("_float"), 1)).alias("floats"),
+        F.min(header).alias("first_names"),
+        F.max(header).alias("last_names"),
+        F.min_by("file", header).alias("first_file"),
+        F.max_by("file", header).alias("last_file"),
+    ).first()
+    assert row is not None
+    stats.update(row.asDict())
+    if written + int(stats["headers"]) + int(stats["rejected"]) != lines:
+        raise StageFailedError(
+            f"the files changed while they were read: {lines} lines, but {written} rows written, "
+            f"{stats['headers']} header lines and {stats['rejected']} rejected lines"
+        )
+    return stats
 
 
 def _check_headers(stats: dict[str, Any], files: list[str], delimiter: str, offset: int, headers: int) -> None:
