@@ -14,10 +14,10 @@ import pytest
 from pyspark.errors import AnalysisException, ParseException
 
 from dagspec.job.failure import stage_failure
-from dagspec.job.main import report_failure
+from dagspec.job.main import main, report_failure
 from dagspec.job.runtime import run_stage
 from dagspec.kinds.catalog import build_catalog
-from dagspec.plan.failure import MARKER, failure_line, find_failure, read_record, record_path
+from dagspec.plan.failure import MARKER, StageFailure, failure_line, find_failure, read_record, record_path
 from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
 from tests.conftest import REPO
@@ -229,6 +229,18 @@ def test_a_marker_is_found_inside_a_log_handlers_line() -> None:
     ]
     assert find_failure(lines) == failure
     assert failure.cause == "ValueError: bad"
+
+
+def test_the_stage_entry_refuses_params_its_kind_no_longer_accepts_with_a_marker_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the kind's code changed between planning and running: nothing starts, the cause names the stage
+    spec = load_spec(write_spec(tmp_path, "stages:\n  few: {kind: sql, params: {query: 'SELECT 1'}}\n"))
+    sent = json.loads(resolve_pipeline(spec, default_context(spec), storage_root=str(tmp_path))["few"].to_json())
+    assert main([json.dumps({**sent, "params": {"query": "SELECT 1", "rows": 3}})]) == 1
+    failure = find_failure(capsys.readouterr().err.splitlines())
+    assert failure == StageFailure("few", "sql", failure.cause if failure else "")
+    assert failure is not None and failure.cause.startswith("params refused by kind 'sql': rows: Extra inputs")
 
 
 def _run_job(stage: Any, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -25,7 +25,7 @@ from dagspec.plan.resolved import ResolvedStage as ResolvedStage  # re-exported:
 from dagspec.spec.exports import storage_root
 from dagspec.spec.loader import spec_files
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec, parse_ref
-from dagspec.spec.params import StageParamsError, render_stage_params, stage_context, stage_param_issues
+from dagspec.spec.params import StageParamsError, loaded_params, render_stage_params, stage_context, stage_param_issues
 from dagspec.spec.partitions import PartitionWindow
 from dagspec.spec.spec_input import SpecInput
 from dagspec.spec.together import claims_of
@@ -49,8 +49,12 @@ def render_params(spec: PipelineSpec, name: str, kind: KindDef, context: Mapping
     """A stage's params rendered with ``context`` and validated against its kind's model.
 
     The function ``dagspec validate`` uses with the defaults: a failure reads the same, as
-    ``file:line:col: stages.<stage>.params.<field>: <what>`` lines.
+    ``file:line:col: stages.<stage>.params.<field>: <what>`` lines. Params without a template are
+    the model the loader validated (``loaded_params``): validated once per process.
     """
+    loaded = loaded_params(spec, name, kind.params)
+    if loaded is not None:
+        return loaded
     try:
         return render_stage_params(kind.params, spec.stages[name].params, stage_context(spec, name, context))
     except StageParamsError as exc:
@@ -182,7 +186,6 @@ class _Planner:
         spec, stage = self.spec, self.spec.stages[name]
         context = {**self.context, "partition": partition.context()} if partition else self.context
         model = render_params(spec, name, kind, context)
-        params = model.model_dump(mode="json", by_alias=True)
         inputs: dict[str, ResolvedInput] = {}
         pending: set[str] = set()
         for role, ref in stage.stage_refs().items():
@@ -213,7 +216,7 @@ class _Planner:
         code = code_hashes(kind.module)
         key = {
             "kind": kind.name,
-            "params": params,
+            "params": model.model_dump(mode="json", by_alias=True),
             "code": code,
             "libraries": library_versions(tuple(code)),
             "data": data,
@@ -230,7 +233,7 @@ class _Planner:
             dag_id=spec.dag_id,
             name=name,
             kind=kind.name,
-            params=params,
+            params=model,
             key=key,
             fingerprint=fingerprint_of(key),
             storage_root=self.root,
@@ -273,7 +276,7 @@ class _Planner:
             dag_id=self.spec.dag_id,
             name=name,
             kind=kind.name,
-            params=model.model_dump(mode="json", by_alias=True),
+            params=model,
             key=key,
             fingerprint=fingerprint_of(key),
             storage_root=self.root,
