@@ -148,15 +148,11 @@ class _Planner:
         if committed is None or committed.get("fingerprint") != upstream.fingerprint:
             pending.update(upstream.pending or [upstream.name])  # the stages that must run first
             committed = {}
-        return ResolvedInput(
-            role=role,
-            stage=upstream.name,
-            output=output,
-            fingerprint=upstream.fingerprint,
-            stage_dir=upstream.stage_dir,
+        return ResolvedInput.of(
+            role,
+            upstream,
+            output,
             path=upstream.output_path(output),
-            type=upstream.outputs[output],
-            outputs=list(upstream.outputs),
             content=(committed.get("content") or {}).get(output),
             committed=str(committed.get("finished", "")),
             partition=upstream.partition,
@@ -169,17 +165,7 @@ class _Planner:
         parts = [self._input(role, upstream.partitions[k], output, pending) for k in keys]
         if not upstream.partitions:  # its partitions are not known yet: what lists them runs first
             pending.update(upstream.pending)
-        return ResolvedInput(
-            role=role,
-            stage=upstream.name,
-            output=output,
-            fingerprint=upstream.fingerprint,
-            stage_dir=upstream.stage_dir,
-            path="",
-            type=upstream.outputs[output],
-            outputs=list(upstream.outputs),
-            parts=parts,
-        )
+        return ResolvedInput.of(role, upstream, output, path="", parts=parts)
 
     def stage(self, name: str, kind: KindDef, partition: Partition | None = None) -> ResolvedStage:
         """One stage, or one partition of a partitioned stage."""

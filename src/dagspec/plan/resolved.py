@@ -40,6 +40,20 @@ class ResolvedInput(_Frozen):
     # several partitions of a partitioned stage read as one table (its window): each part's checkpoint
     parts: list[ResolvedInput] = Field(default_factory=list)
 
+    @classmethod
+    def of(cls, role: str, upstream: ResolvedStage, output: str, **where: Any) -> ResolvedInput:
+        """Input ``role`` reading ``output`` of ``upstream``; ``where``: ``path`` and what else is known."""
+        return cls(
+            role=role,
+            stage=upstream.name,
+            output=output,
+            fingerprint=upstream.fingerprint,
+            stage_dir=upstream.stage_dir,
+            type=upstream.outputs[output],
+            outputs=list(upstream.outputs),
+            **where,
+        )
+
     @property
     def checkpoint(self) -> Checkpoint:
         return Checkpoint(self.stage_dir, self.fingerprint)
