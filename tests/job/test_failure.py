@@ -58,22 +58,31 @@ def _reported(stage: ResolvedStage, exc: Exception, capsys: pytest.CaptureFixtur
     return failure
 
 
-def test_a_parse_error_in_a_sql_query_names_the_stage_and_the_query(spark, home, tmp_path: Path, capsys) -> None:
-    spec, stage, exc = _run_broken(spark, tmp_path, "SELECT id,, label FROM data", ParseException, "PARSE_SYNTAX_ERROR")
-    failure = _reported(stage, exc, capsys)
-    assert failure_line(spec, failure) == (
-        "stage 'enriched' (pipelines/x.yaml:3:3, kind sql) failed: [PARSE_SYNTAX_ERROR] Syntax error at or near "
-        "',' (line 1, pos 10) in stages.enriched.params.query (pipelines/x.yaml:7:14)"
-    )
-
-
-def test_an_unknown_column_names_the_stage_and_the_query(spark, home, tmp_path: Path, capsys) -> None:
-    spec, stage, exc = _run_broken(spark, tmp_path, "SELECT nope FROM data", AnalysisException, "UNRESOLVED_COLUMN")
-    failure = _reported(stage, exc, capsys)
-    assert failure_line(spec, failure) == (
-        "stage 'enriched' (pipelines/x.yaml:3:3, kind sql) failed: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, "
-        "variable, or function parameter with name `nope` cannot be resolved. Did you mean one of the following? "
-        "[`id`, `label`] (line 1, pos 7) in stages.enriched.params.query (pipelines/x.yaml:7:14)"
+@pytest.mark.parametrize(
+    ("query", "error", "condition", "cause"),
+    [
+        (  # a parse error
+            "SELECT id,, label FROM data",
+            ParseException,
+            "PARSE_SYNTAX_ERROR",
+            "[PARSE_SYNTAX_ERROR] Syntax error at or near ',' (line 1, pos 10)",
+        ),
+        (  # an unknown column
+            "SELECT nope FROM data",
+            AnalysisException,
+            "UNRESOLVED_COLUMN",
+            "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name `nope` cannot "
+            "be resolved. Did you mean one of the following? [`id`, `label`] (line 1, pos 7)",
+        ),
+    ],
+)
+def test_a_failing_sql_query_names_the_stage_and_the_query(
+    spark, home, tmp_path: Path, capsys, query: str, error: type[Exception], condition: str, cause: str
+) -> None:
+    spec, stage, exc = _run_broken(spark, tmp_path, query, error, condition)
+    assert failure_line(spec, _reported(stage, exc, capsys)) == (
+        f"stage 'enriched' (pipelines/x.yaml:3:3, kind sql) failed: {cause} "
+        "in stages.enriched.params.query (pipelines/x.yaml:7:14)"
     )
 
 
