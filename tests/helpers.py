@@ -86,6 +86,18 @@ def parquet_table(spark, tmp_path: Path, rows: int, classes: dict[int, float] | 
     return path
 
 
+def spec_over_table(
+    spark: Any, tmp_path: Path, rows: int, stages: str, classes: dict[int, float] | None = None
+) -> Path:
+    """``<tmp_path>/p/pipe.yaml``: a stage ``raw`` reading a new Parquet table (``parquet_table``),
+    then ``stages``, the YAML of the other stages (as written under ``stages:``)."""
+    data = parquet_table(spark, tmp_path, rows, classes)
+    raw = f'  raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}\n'
+    return write_spec(
+        tmp_path / "p", "stages:\n" + raw + textwrap.indent(textwrap.dedent(stages).strip("\n"), "  ") + "\n"
+    )
+
+
 def cumulative_shares(classes: dict[int, float]) -> Iterator[tuple[int, float]]:
     edge = 0.0
     for value, share in sorted(classes.items()):

@@ -18,8 +18,11 @@ from dagspec.processes import (
     free_port,
     port_free,
     refuse_if_running,
+    start_all,
     start_process,
     stop_process,
+    stopped_on_failure,
+    wait_ready,
 )
 
 # A leader that forks two grandchildren and waits: as a Spark worker forks executors, or Airflow's
@@ -129,6 +132,20 @@ def test_stale_record_of_dead_processes_is_forgotten(tmp_path: Path) -> None:
     ServiceGroup(CLUSTER, [proc], {"master_url": "x", "webui_url": "http://127.0.0.1:1"}).save(tmp_path)
     refuse_if_running(tmp_path, CLUSTER, "dagspec cluster down")  # does not raise
     assert not (tmp_path / "cluster.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [(["sleep", "300"], r"^never ready\n--- .*a\.log"), (["true"], r"^'a' exited\n--- .*a\.log")],
+)
+def test_a_start_that_never_gets_ready_or_loses_a_process_stops_the_group(
+    tmp_path: Path, argv: list[str], match: str
+) -> None:
+    group = ServiceGroup(CLUSTER, [], {})
+    with pytest.raises(ServiceError, match=match), stopped_on_failure(group, tmp_path):
+        start_all(group, tmp_path, [("a", argv)], _env())
+        wait_ready(group, tmp_path, lambda: False, 1.0, exited="'a' exited", late="never ready", interval=0.1)
+    assert not (tmp_path / "cluster.json").exists() and not group.processes[0].running
 
 
 def test_stop_refuses_a_process_that_is_not_a_group_leader(tmp_path: Path) -> None:

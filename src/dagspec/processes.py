@@ -22,7 +22,7 @@ import stat
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,6 +266,59 @@ def fail_and_stop(group: ServiceGroup, run_dir: Path, message: str) -> ServiceEr
     logs = "\n".join(f"--- {p.log} (last lines) ---\n{tail(p.log, 15)}" for p in group.processes)
     group.stop(run_dir)
     return ServiceError(f"{message}\n{logs}")
+
+
+@contextlib.contextmanager
+def stopped_on_failure(group: ServiceGroup, run_dir: Path) -> Iterator[ServiceGroup]:
+    """Start ``group`` inside this: whatever stops the start (an error, a Ctrl-C) leaves no process behind."""
+    try:
+        yield group
+    except BaseException:  # re-raised: the group's processes are stopped on any way out
+        group.stop(run_dir)
+        raise
+
+
+def wait_ready(
+    group: ServiceGroup,
+    run_dir: Path,
+    ready: Callable[[], bool],
+    timeout: float,
+    *,
+    exited: str,
+    late: str,
+    interval: float = 0.5,
+) -> None:
+    """Wait until ``ready()``; a process of the group that exits meanwhile (``exited``) or the
+    timeout (``late``) stops the group and raises a ServiceError with the end of their logs."""
+
+    def check() -> bool:
+        if not all(p.running for p in group.processes):
+            raise fail_and_stop(group, run_dir, exited)
+        return ready()
+
+    if not wait_until(check, timeout, interval):
+        raise fail_and_stop(group, run_dir, late)
+
+
+def stop_group(run_dir: Path, group: str, title: str) -> str:
+    """What ``dagspec <service> down`` prints: each process of the recorded group stopped, or that none runs."""
+    found = ServiceGroup.load(run_dir, group)
+    if found is None:
+        return f"{title}: not running"
+    return "\n".join([f"{title} stopped:", *(f"  {line}" for line in found.stop(run_dir))])
+
+
+class GroupStatus:
+    """Part of a service group's status: ``processes`` maps each recorded process to whether it runs."""
+
+    processes: dict[str, bool]
+
+    @property
+    def up(self) -> bool:
+        return bool(self.processes) and all(self.processes.values())
+
+    def process_lines(self) -> list[str]:
+        return [f"  {name:16} {'running' if ok else 'DEAD'}" for name, ok in self.processes.items()]
 
 
 def private_secret(path: Path, what: str, down_hint: str) -> str:

@@ -139,12 +139,13 @@ print(json.dumps({"dags": sorted(bag.dag_ids), "files": sorted(files), "errors":
 
 
 def _dagbag(tmp_path: Path, pipelines: Path) -> dict:
+    return _over_dag_folder(DAGBAG, _env(tmp_path, pipelines))
+
+
+def _over_dag_folder(script: str, env: dict[str, str]) -> dict:
+    """What ``script`` prints last (JSON), run in a fresh Python over the repo's ``dags/``."""
     done = subprocess.run(
-        [sys.executable, "-c", DAGBAG, str(REPO / "dags")],
-        env=_env(tmp_path, pipelines),
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-c", script, str(REPO / "dags")], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -257,15 +258,7 @@ print(json.dumps({"dags": sources, "errors": bag.import_errors}))
 
 
 def _dag_sources(tmp_path: Path, pipelines: Path) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", DAG_SOURCES, str(REPO / "dags")],
-        env={**_env(tmp_path, pipelines), "DAGSPEC_HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return _over_dag_folder(DAG_SOURCES, {**_env(tmp_path, pipelines), "DAGSPEC_HOME": str(tmp_path)})
 
 
 @pytest.mark.integration

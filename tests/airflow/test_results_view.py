@@ -118,7 +118,7 @@ def _write_checkpoint(stage: ResolvedStage, run: RunInfo, auc: float) -> None:
         (path / "model" / "model.json").write_text(_card(stage.inputs["train"].fingerprint))
     rows = {o: 1000 for o, kind in stage.outputs.items() if kind == "table"}
     manifest = {
-        "fingerprint": stage.fingerprint, "stage": stage.name, "kind": stage.kind, "params": stage.params,
+        "fingerprint": stage.fingerprint, "stage": stage.name, "kind": stage.kind, "params": stage.params_json(),
         "outputs": {o: {"type": str(t)} for o, t in stage.outputs.items()}, "rows": rows, "metrics": metrics,
         "content": {o: f"{stage.fingerprint}-{o}" for o in stage.outputs}, "duration_s": 2.5,
         "started": run.start_date.isoformat() if run.start_date else "", "finished": STARTED.isoformat(),

@@ -14,10 +14,10 @@ import pytest
 from pyspark.errors import AnalysisException, ParseException
 
 from dagspec.job.failure import stage_failure
-from dagspec.job.main import report_failure
+from dagspec.job.main import main, report_failure
 from dagspec.job.runtime import run_stage
 from dagspec.kinds.catalog import build_catalog
-from dagspec.plan.failure import MARKER, failure_line, find_failure, read_record, record_path
+from dagspec.plan.failure import MARKER, StageFailure, failure_line, find_failure, read_record, record_path
 from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
 from tests.conftest import REPO
@@ -58,22 +58,31 @@ def _reported(stage: ResolvedStage, exc: Exception, capsys: pytest.CaptureFixtur
     return failure
 
 
-def test_a_parse_error_in_a_sql_query_names_the_stage_and_the_query(spark, home, tmp_path: Path, capsys) -> None:
-    spec, stage, exc = _run_broken(spark, tmp_path, "SELECT id,, label FROM data", ParseException, "PARSE_SYNTAX_ERROR")
-    failure = _reported(stage, exc, capsys)
-    assert failure_line(spec, failure) == (
-        "stage 'enriched' (pipelines/x.yaml:3:3, kind sql) failed: [PARSE_SYNTAX_ERROR] Syntax error at or near "
-        "',' (line 1, pos 10) in stages.enriched.params.query (pipelines/x.yaml:7:14)"
-    )
-
-
-def test_an_unknown_column_names_the_stage_and_the_query(spark, home, tmp_path: Path, capsys) -> None:
-    spec, stage, exc = _run_broken(spark, tmp_path, "SELECT nope FROM data", AnalysisException, "UNRESOLVED_COLUMN")
-    failure = _reported(stage, exc, capsys)
-    assert failure_line(spec, failure) == (
-        "stage 'enriched' (pipelines/x.yaml:3:3, kind sql) failed: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, "
-        "variable, or function parameter with name `nope` cannot be resolved. Did you mean one of the following? "
-        "[`id`, `label`] (line 1, pos 7) in stages.enriched.params.query (pipelines/x.yaml:7:14)"
+@pytest.mark.parametrize(
+    ("query", "error", "condition", "cause"),
+    [
+        (  # a parse error
+            "SELECT id,, label FROM data",
+            ParseException,
+            "PARSE_SYNTAX_ERROR",
+            "[PARSE_SYNTAX_ERROR] Syntax error at or near ',' (line 1, pos 10)",
+        ),
+        (  # an unknown column
+            "SELECT nope FROM data",
+            AnalysisException,
+            "UNRESOLVED_COLUMN",
+            "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name `nope` cannot "
+            "be resolved. Did you mean one of the following? [`id`, `label`] (line 1, pos 7)",
+        ),
+    ],
+)
+def test_a_failing_sql_query_names_the_stage_and_the_query(
+    spark, home, tmp_path: Path, capsys, query: str, error: type[Exception], condition: str, cause: str
+) -> None:
+    spec, stage, exc = _run_broken(spark, tmp_path, query, error, condition)
+    assert failure_line(spec, _reported(stage, exc, capsys)) == (
+        f"stage 'enriched' (pipelines/x.yaml:3:3, kind sql) failed: {cause} "
+        "in stages.enriched.params.query (pipelines/x.yaml:7:14)"
     )
 
 
@@ -229,6 +238,18 @@ def test_a_marker_is_found_inside_a_log_handlers_line() -> None:
     ]
     assert find_failure(lines) == failure
     assert failure.cause == "ValueError: bad"
+
+
+def test_the_stage_entry_refuses_params_its_kind_no_longer_accepts_with_a_marker_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the kind's code changed between planning and running: nothing starts, the cause names the stage
+    spec = load_spec(write_spec(tmp_path, "stages:\n  few: {kind: sql, params: {query: 'SELECT 1'}}\n"))
+    sent = json.loads(resolve_pipeline(spec, default_context(spec), storage_root=str(tmp_path))["few"].to_json())
+    assert main([json.dumps({**sent, "params": {"query": "SELECT 1", "rows": 3}})]) == 1
+    failure = find_failure(capsys.readouterr().err.splitlines())
+    assert failure == StageFailure("few", "sql", failure.cause if failure else "")
+    assert failure is not None and failure.cause.startswith("params refused by kind 'sql': rows: Extra inputs")
 
 
 def _run_job(stage: Any, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

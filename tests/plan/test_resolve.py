@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from dagspec.errors import SpecValidationError, StageConfigError, StorageError
-from dagspec.plan.resolve import default_context, resolve_pipeline
+from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
+from dagspec.plan.resolved import PlanParamsError
 from dagspec.spec.loader import load_spec
+from dagspec.spec.params import loaded_params
 from dagspec.spec.templates import render
 from dagspec.storage import join_under
 from tests.helpers import write_spec
@@ -59,10 +62,31 @@ def test_rendered_params_are_validated_and_paths_resolved(spec) -> None:
         spec, default_context(spec, {"fraction": 0.25}), home=Path("/project"), storage_root="/store"
     )
     split = plan["split"]
-    assert split.params["fractions"] == {"train": 0.75, "test": 0.25}
+    assert split.params_json()["fractions"] == {"train": 0.75, "test": 0.25}
     assert split.checkpoint_dir == f"/store/pipe/split/{split.fingerprint}"
     assert plan["joined"].inputs["a"].path == f"/store/pipe/split/{split.fingerprint}/train"
     assert plan["joined"].inputs["b"].path.endswith("/other/" + plan["other"].fingerprint + "/data")
+
+
+def test_params_travel_as_the_kinds_model_validated_once_per_process(spec) -> None:
+    plan = resolve_pipeline(spec, default_context(spec), home=Path("/project"), storage_root="/store")
+    raw, split = plan["raw"], plan["split"]
+    assert raw.params is loaded_params(spec, "raw", type(raw.params))  # no template: the loader's model
+    assert loaded_params(spec, "split", type(split.params)) is None  # templated: validated with the run's values
+    received = ResolvedStage.from_json(split.to_json())  # the job's process validates them once, on reading
+    assert received == split and type(received.params) is type(split.params)
+    assert json.loads(split.to_json())["params"] == split.key["params"]  # by alias, as in the key
+
+
+def test_a_plan_whose_params_the_kind_now_refuses_names_the_stage_and_kind(spec) -> None:
+    plan = resolve_pipeline(spec, default_context(spec), home=Path("/project"), storage_root="/store")
+    sent = json.loads(plan["raw"].to_json())
+    with pytest.raises(
+        PlanParamsError, match=r"^stage 'raw': params refused by kind 'read': format: Input should be 'parquet'"
+    ):
+        ResolvedStage.from_json(json.dumps({**sent, "params": {**sent["params"], "format": "xml"}}))
+    with pytest.raises(PlanParamsError, match=r"^stage 'raw': .*'gone'"):
+        ResolvedStage.from_json(json.dumps({**sent, "kind": "gone"}))
 
 
 def test_a_rendered_value_that_fails_the_model_names_file_line_stage_and_field(spec) -> None:
@@ -107,8 +131,8 @@ stages:
 def test_matrix_expansions_render_their_values_and_read_their_upstream(tmp_path: Path) -> None:
     spec = load_spec(write_spec(tmp_path, MATRIX))
     plan = resolve_pipeline(spec, default_context(spec), home=Path("/p"), storage_root="/s")
-    assert [plan[f"few__{n}"].params["n"] for n in (2, 3)] == [2, 3]
-    assert plan["out__3"].params["path"] == "m/n3"
+    assert [plan[f"few__{n}"].params_json()["n"] for n in (2, 3)] == [2, 3]
+    assert plan["out__3"].params_json()["path"] == "m/n3"
     assert plan["out__3"].inputs["data"].fingerprint == plan["few__3"].fingerprint
     assert plan["few__2"].stage_dir == "/s/pipe/few__2"
 

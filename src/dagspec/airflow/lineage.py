@@ -181,7 +181,7 @@ def source_datasets(stage: ResolvedStage) -> list[InputDataset]:
 def check_facets(stage: ResolvedStage, metrics: Mapping[str, Any]) -> dict[str, InputDatasetFacet]:
     """A check stage's expectations as assertions on the table it checked, and its row count."""
     severity = "error" if metrics.get("severity") == "fail" else "warn"
-    columns = stage.params.get("columns") or {}
+    columns = stage.params_json().get("columns") or {}
     assertions = []
     for result in metrics.get("results") or []:
         rule, _, expected = str(result.get("rule", "")).partition(" ")
@@ -276,7 +276,7 @@ def published_dataset(stage: ResolvedStage, manifest: Mapping[str, Any]) -> Outp
         "version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=stage.fingerprint)
     }
     source = stage.inputs.get("data")
-    if stage.params.get("format") == "parquet" and source is not None:
+    if stage.params_json().get("format") == "parquet" and source is not None:
         described = ((source.checkpoint.manifest() or {}).get("outputs") or {}).get(source.output)
         facets.update({k: v for k, v in _table_facets(described, None).items() if k == "schema"})
     output_facets: dict[str, OutputDatasetFacet] = {}

@@ -205,7 +205,7 @@ class DagspecStageOperator(SparkSubmitOperator):
             stage.conf,
             connection.conn_type,
             self._conn_id,
-            params=kind.params.model_validate(stage.params),
+            params=stage.params,
             server_on_this_machine=is_server_on_this_machine(connection.host, connection.extra_dejson),
             driver_here=self._driver_here(connection),
         )

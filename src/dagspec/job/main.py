@@ -32,6 +32,7 @@ from dagspec.kinds.catalog import load_catalog, plugins_dir
 from dagspec.plan.failure import StageFailure, write_record
 from dagspec.plan.modes import STAGE_ON_STDIN, is_session_conf, redact_url
 from dagspec.plan.resolve import ResolvedStage
+from dagspec.plan.resolved import PlanParamsError
 from dagspec.processes import default_run_dir
 
 if TYPE_CHECKING:
@@ -183,7 +184,9 @@ def report_failure(stage: ResolvedStage, exc: Exception, url: str | None) -> Non
                 # plugins folder's file is the one to name
                 own = plugins_dir(Path(stage.home)) / source.name
                 files = (str(source.resolve()), *([str(own.resolve())] if own.is_file() else []))
-        failure = stage_failure(exc, stage.name, stage.kind, stage.params, code_files=files, home=Path(stage.home))
+        failure = stage_failure(
+            exc, stage.name, stage.kind, stage.params_json(), code_files=files, home=Path(stage.home)
+        )
     failure = StageFailure(failure.stage, failure.kind, redact_url(failure.cause), failure.param)
     trace = not isinstance(exc, DagspecError) and not connection_lost and refused is None  # else in the log
     log.error("stage %s failed: %s", stage.name, failure.cause, exc_info=exc if trace else None)
@@ -224,7 +227,11 @@ def main(argv: list[str]) -> int:
     if len(args) != 1:
         print("usage: run_stage.py [--force] STAGE_JSON", file=sys.stderr)
         return 2
-    stage = ResolvedStage.from_json(Path(args[0][1:]).read_text() if args[0].startswith("@") else args[0])
+    try:
+        stage = ResolvedStage.from_json(Path(args[0][1:]).read_text() if args[0].startswith("@") else args[0])
+    except PlanParamsError as exc:  # the kind's code changed since planning: nothing started yet
+        print(StageFailure(exc.stage, exc.kind, exc.cause).marker_line(), file=sys.stderr, flush=True)
+        return 1
     os.environ.setdefault("DAGSPEC_HOME", stage.home)
     url = os.environ.get(CONNECT_URL_VAR)
     try:

@@ -97,7 +97,6 @@ def run_stage(
     kind = catalog.get(stage.kind)
     if kind is None:
         raise DagspecError(f"stage {stage.name!r}: {catalog.unknown_message(stage.kind)}")
-    params = kind.params.model_validate(stage.params)
     if stage.pending:
         raise DagspecError(
             f"stage {stage.name!r} was planned before its upstream {', '.join(stage.pending)} committed "
@@ -143,7 +142,7 @@ def run_stage(
             if not isinstance(df, str)
         }
         try:
-            outputs: Mapping[str, DataFrame] = kind.function(inputs, params, context) or {}
+            outputs: Mapping[str, DataFrame] = kind.function(inputs, stage.params, context) or {}
             manifest_outputs = _write_outputs(spark, stage, context, outputs, unchanged)
         finally:
             context.release()
@@ -171,7 +170,7 @@ def _identity(stage: ResolvedStage) -> dict[str, Any]:
         "stage": stage.name,
         "fingerprint": stage.fingerprint,
         "kind": stage.kind,
-        "params": stage.params,
+        "params": stage.params_json(),
         "key": stage.key,
         "run_params": stage.run_params,
         "run_id": stage.run_id,  # the run that computed it: its run record says `ran`, others' `hit`

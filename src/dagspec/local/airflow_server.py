@@ -11,15 +11,17 @@ from dagspec.job.connect_server import ensure_server, stop_server
 from dagspec.local.airflow_env import airflow_env, ensure_airflow_db, ensure_spark_connection, uses_local_server
 from dagspec.local.history import ensure_history, history_down
 from dagspec.processes import (
+    GroupStatus,
     ServiceError,
     ServiceGroup,
     default_run_dir,
-    fail_and_stop,
     http_json,
     port_free,
     refuse_if_running,
     start_all,
-    wait_until,
+    stop_group,
+    stopped_on_failure,
+    wait_ready,
 )
 from dagspec.spark_history import DEFAULT_PORT as HISTORY_PORT
 from dagspec.spark_history import HISTORY_URL_ENV, local_history
@@ -65,7 +67,7 @@ def airflow_environment(home: Path, port: int, parallelism: int) -> dict[str, st
 
 
 @dataclass
-class AirflowStatus:
+class AirflowStatus(GroupStatus):
     """What ``airflow_status`` reports; printed by ``dagspec airflow up|status``."""
 
     url: str | None
@@ -78,17 +80,13 @@ class AirflowStatus:
     def password_file(self) -> str | None:
         return str(Path(self.airflow_home) / PASSWORD_FILE) if self.airflow_home else None
 
-    @property
-    def up(self) -> bool:
-        return bool(self.processes) and all(self.processes.values())
-
     def __str__(self) -> str:
         if not self.processes:
             return "Airflow: not running"
         lines = [f"Airflow: {'up' if self.up else 'DEGRADED'} at {self.url}"]
         lines.append(f"  login: admin, password in {self.password_file}")
         lines.append(f"  AIRFLOW_HOME: {self.airflow_home}")
-        lines += [f"  {name:16} {'running' if ok else 'DEAD'}" for name, ok in self.processes.items()]
+        lines += self.process_lines()
         if self.health:
             lines.append("  health: " + ", ".join(f"{k}={v}" for k, v in self.health.items()))
         if self.history:
@@ -139,22 +137,23 @@ def airflow_up(
         ("dag-processor", [airflow, "dag-processor"]),
         ("triggerer", [airflow, "triggerer"]),
     ]
-    group = ServiceGroup(AIRFLOW, [], {"url": url, "airflow_home": env["AIRFLOW_HOME"], "home": str(home)})
-    try:
+    info = {"url": url, "airflow_home": env["AIRFLOW_HOME"], "home": str(home)}
+    with stopped_on_failure(ServiceGroup(AIRFLOW, [], info), run_dir) as group:
         start_all(group, run_dir, specs, env)
 
         def healthy() -> bool:
-            if not all(p.running for p in group.processes):
-                raise fail_and_stop(group, run_dir, "an Airflow process exited while starting")
             health = airflow_health(url)
-            components = ("metadatabase", "scheduler", "dag_processor", "triggerer")
-            return all(health.get(c) == "healthy" for c in components)
+            return all(health.get(c) == "healthy" for c in ("metadatabase", "scheduler", "dag_processor", "triggerer"))
 
-        if not wait_until(healthy, timeout, interval=1.0):
-            raise fail_and_stop(group, run_dir, f"Airflow at {url} was not healthy within {timeout:.0f} s")
-    except BaseException:  # re-raised: whatever stops the start (Ctrl-C too) leaves no process behind
-        group.stop(run_dir)
-        raise
+        wait_ready(
+            group,
+            run_dir,
+            healthy,
+            timeout,
+            exited="an Airflow process exited while starting",
+            late=f"Airflow at {url} was not healthy within {timeout:.0f} s",
+            interval=1.0,
+        )
     status = airflow_status(home=home, run_dir=run_dir)
     status.history = history_line
     return status
@@ -180,8 +179,5 @@ def airflow_down(*, home: Path | None = None, run_dir: Path | None = None) -> st
     """Stop the api-server, scheduler, dag-processor and triggerer, with every task process they started."""
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    group = ServiceGroup.load(run_dir, AIRFLOW)
-    stopped = "Airflow: not running"
-    if group is not None:
-        stopped = "\n".join(["Airflow stopped:", *(f"  {line}" for line in group.stop(run_dir))])
+    stopped = stop_group(run_dir, AIRFLOW, "Airflow")
     return f"{stopped}\n{history_down(home=home, run_dir=run_dir)}\n{stop_server(home, run_dir)}"

@@ -8,15 +8,17 @@ from typing import Any
 
 from dagspec.job.connect_server import spark_env, spark_home
 from dagspec.processes import (
+    GroupStatus,
     ServiceError,
     ServiceGroup,
     default_run_dir,
-    fail_and_stop,
     http_json,
     port_free,
     refuse_if_running,
     start_all,
-    wait_until,
+    stop_group,
+    stopped_on_failure,
+    wait_ready,
 )
 from dagspec.storage import project_home
 
@@ -35,7 +37,7 @@ def cluster_env(run_dir: Path) -> dict[str, str]:
 
 
 @dataclass
-class ClusterStatus:
+class ClusterStatus(GroupStatus):
     """What ``cluster_status`` reports; printed by ``dagspec cluster status``."""
 
     master_url: str | None
@@ -45,17 +47,13 @@ class ClusterStatus:
     cores: int | None = None
     memory_mb: int | None = None
 
-    @property
-    def up(self) -> bool:
-        return bool(self.processes) and all(self.processes.values())
-
     def __str__(self) -> str:
         if not self.processes:
             return "Spark cluster: not running"
         lines = [f"Spark cluster: {'up' if self.up else 'DEGRADED'}"]
         lines.append(f"  master:  {self.master_url}   (web UI {self.webui_url})")
         lines.append(f"  workers: {self.alive_workers} alive, {self.cores} cores, {self.memory_mb} MB in all")
-        lines += [f"  {name:16} {'running' if ok else 'DEAD'}" for name, ok in self.processes.items()]
+        lines += self.process_lines()
         lines.append(
             f"  use it: export AIRFLOW_CONN_SPARK_DEFAULT='{self.master_url}'  (then `dagspec run ...`)"
             if self.master_url
@@ -112,29 +110,28 @@ def cluster_up(
                 ],
             )
         )  # fmt: skip
-    group = ServiceGroup(CLUSTER, [], {"master_url": master_url, "webui_url": webui_url, "home": str(home)})
-    try:
+    exited = "a Spark process exited while the cluster was starting"
+    info = {"master_url": master_url, "webui_url": webui_url, "home": str(home)}
+    with stopped_on_failure(ServiceGroup(CLUSTER, [], info), run_dir) as group:
         # the master first: workers that start before it retry with a back-off that costs seconds
         start_all(group, run_dir, specs[:1], env)
-        if not wait_until(lambda: _master_json(webui_url) is not None or not group.processes[0].running, timeout):
-            raise fail_and_stop(
-                group, run_dir, f"the Spark master did not answer on {webui_url} within {timeout:.0f} s"
-            )
+        late = f"the Spark master did not answer on {webui_url} within {timeout:.0f} s"
+        wait_ready(
+            group,
+            run_dir,
+            lambda: _master_json(webui_url) is not None,
+            timeout,
+            exited=exited,
+            late=late,
+            interval=0.25,
+        )
         start_all(group, run_dir, specs[1:], env)
 
         def registered() -> bool:
-            data = _master_json(webui_url) or {}
-            if not all(p.running for p in group.processes):
-                raise fail_and_stop(group, run_dir, "a Spark process exited while the cluster was starting")
-            return int(data.get("aliveworkers", 0)) >= workers
+            return int((_master_json(webui_url) or {}).get("aliveworkers", 0)) >= workers
 
-        if not wait_until(registered, timeout, interval=0.5):
-            raise fail_and_stop(
-                group, run_dir, f"{workers} workers did not register with {master_url} in {timeout:.0f} s"
-            )
-    except BaseException:  # re-raised: whatever stops the start (a Ctrl-C too) must not leave JVMs behind
-        group.stop(run_dir)
-        raise
+        late = f"{workers} workers did not register with {master_url} in {timeout:.0f} s"
+        wait_ready(group, run_dir, registered, timeout, exited=exited, late=late)
     return cluster_status(home=home, run_dir=run_dir)
 
 
@@ -161,7 +158,4 @@ def cluster_down(*, home: Path | None = None, run_dir: Path | None = None) -> st
     """Stop the cluster's master and workers (and any executor they started)."""
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    group = ServiceGroup.load(run_dir, CLUSTER)
-    if group is None:
-        return "Spark cluster: not running"
-    return "\n".join(["Spark cluster stopped:", *(f"  {line}" for line in group.stop(run_dir))])
+    return stop_group(run_dir, CLUSTER, "Spark cluster")

@@ -16,12 +16,13 @@ from dagspec.processes import (
     ServiceError,
     ServiceGroup,
     default_run_dir,
-    fail_and_stop,
     http_json,
     port_free,
     refuse_if_running,
     start_all,
-    wait_until,
+    stop_group,
+    stopped_on_failure,
+    wait_ready,
 )
 from dagspec.spark_history import (
     DEFAULT_PORT,
@@ -98,21 +99,18 @@ def history_up(
         raise ServiceError(f"port {port} on 127.0.0.1 is in use; stop what uses it or pick another: --port N")
     argv = write_properties(run_dir / "history.properties", events_dir(home).as_uri(), history_key(home), port)
     url = f"http://127.0.0.1:{port}"
-    group = ServiceGroup(GROUP, [], {"url": url, "events": str(events_dir(home)), "home": str(home)})
-    try:
+    info = {"url": url, "events": str(events_dir(home)), "home": str(home)}
+    with stopped_on_failure(ServiceGroup(GROUP, [], info), run_dir) as group:
         start_all(group, run_dir, [("spark-history", argv)], spark_env(run_dir))
         server = HistoryServer(url, history_key(home))
-
-        def answering() -> bool:
-            if not group.processes[0].running:
-                raise fail_and_stop(group, run_dir, "the Spark History Server exited while starting")
-            return _answers(server) is not None
-
-        if not wait_until(answering, timeout, interval=0.5):
-            raise fail_and_stop(group, run_dir, f"the Spark History Server did not answer on {url} in {timeout:.0f} s")
-    except BaseException:  # re-raised: whatever stops the start (Ctrl-C too) leaves no JVM behind
-        group.stop(run_dir)
-        raise
+        wait_ready(
+            group,
+            run_dir,
+            lambda: _answers(server) is not None,
+            timeout,
+            exited="the Spark History Server exited while starting",
+            late=f"the Spark History Server did not answer on {url} in {timeout:.0f} s",
+        )
     return history_status(home=home, run_dir=run_dir)
 
 
@@ -142,10 +140,7 @@ def history_status(*, home: Path | None = None, run_dir: Path | None = None) -> 
 def history_down(*, home: Path | None = None, run_dir: Path | None = None) -> str:
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    group = ServiceGroup.load(run_dir, GROUP)
-    if group is None:
-        return "Spark History Server: not running"
-    return "\n".join(["Spark History Server stopped:", *(f"  {line}" for line in group.stop(run_dir))])
+    return stop_group(run_dir, GROUP, "Spark History Server")
 
 
 def main(argv: list[str]) -> None:

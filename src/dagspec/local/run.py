@@ -88,7 +88,7 @@ def stage_rows(spec: PipelineSpec, overrides: dict[str, Any], storage_root: str 
                 stage.conf,
                 conn_type,
                 spec.spark.conn_id,
-                params=definition.params.model_validate(stage.params),
+                params=stage.params,
                 server_on_this_machine=on_this_machine,
             )
             if definition

@@ -25,7 +25,7 @@ from dagspec.plan.resolved import ResolvedStage as ResolvedStage  # re-exported:
 from dagspec.spec.exports import storage_root
 from dagspec.spec.loader import spec_files
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec, parse_ref
-from dagspec.spec.params import StageParamsError, render_stage_params, stage_context, stage_param_issues
+from dagspec.spec.params import StageParamsError, loaded_params, render_stage_params, stage_context, stage_param_issues
 from dagspec.spec.partitions import PartitionWindow
 from dagspec.spec.spec_input import SpecInput
 from dagspec.spec.together import claims_of
@@ -49,8 +49,12 @@ def render_params(spec: PipelineSpec, name: str, kind: KindDef, context: Mapping
     """A stage's params rendered with ``context`` and validated against its kind's model.
 
     The function ``dagspec validate`` uses with the defaults: a failure reads the same, as
-    ``file:line:col: stages.<stage>.params.<field>: <what>`` lines.
+    ``file:line:col: stages.<stage>.params.<field>: <what>`` lines. Params without a template are
+    the model the loader validated (``loaded_params``): validated once per process.
     """
+    loaded = loaded_params(spec, name, kind.params)
+    if loaded is not None:
+        return loaded
     try:
         return render_stage_params(kind.params, spec.stages[name].params, stage_context(spec, name, context))
     except StageParamsError as exc:
@@ -144,15 +148,11 @@ class _Planner:
         if committed is None or committed.get("fingerprint") != upstream.fingerprint:
             pending.update(upstream.pending or [upstream.name])  # the stages that must run first
             committed = {}
-        return ResolvedInput(
-            role=role,
-            stage=upstream.name,
-            output=output,
-            fingerprint=upstream.fingerprint,
-            stage_dir=upstream.stage_dir,
+        return ResolvedInput.of(
+            role,
+            upstream,
+            output,
             path=upstream.output_path(output),
-            type=upstream.outputs[output],
-            outputs=list(upstream.outputs),
             content=(committed.get("content") or {}).get(output),
             committed=str(committed.get("finished", "")),
             partition=upstream.partition,
@@ -165,24 +165,13 @@ class _Planner:
         parts = [self._input(role, upstream.partitions[k], output, pending) for k in keys]
         if not upstream.partitions:  # its partitions are not known yet: what lists them runs first
             pending.update(upstream.pending)
-        return ResolvedInput(
-            role=role,
-            stage=upstream.name,
-            output=output,
-            fingerprint=upstream.fingerprint,
-            stage_dir=upstream.stage_dir,
-            path="",
-            type=upstream.outputs[output],
-            outputs=list(upstream.outputs),
-            parts=parts,
-        )
+        return ResolvedInput.of(role, upstream, output, path="", parts=parts)
 
     def stage(self, name: str, kind: KindDef, partition: Partition | None = None) -> ResolvedStage:
         """One stage, or one partition of a partitioned stage."""
         spec, stage = self.spec, self.spec.stages[name]
         context = {**self.context, "partition": partition.context()} if partition else self.context
         model = render_params(spec, name, kind, context)
-        params = model.model_dump(mode="json", by_alias=True)
         inputs: dict[str, ResolvedInput] = {}
         pending: set[str] = set()
         for role, ref in stage.stage_refs().items():
@@ -213,7 +202,7 @@ class _Planner:
         code = code_hashes(kind.module)
         key = {
             "kind": kind.name,
-            "params": params,
+            "params": model.model_dump(mode="json", by_alias=True),
             "code": code,
             "libraries": library_versions(tuple(code)),
             "data": data,
@@ -230,7 +219,7 @@ class _Planner:
             dag_id=spec.dag_id,
             name=name,
             kind=kind.name,
-            params=params,
+            params=model,
             key=key,
             fingerprint=fingerprint_of(key),
             storage_root=self.root,
@@ -273,7 +262,7 @@ class _Planner:
             dag_id=self.spec.dag_id,
             name=name,
             kind=kind.name,
-            params=model.model_dump(mode="json", by_alias=True),
+            params=model,
             key=key,
             fingerprint=fingerprint_of(key),
             storage_root=self.root,

@@ -6,12 +6,16 @@ as JSON; ``dagspec.plan.resolve`` builds it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_serializer, model_validator
 
 from dagspec.checkpoint import Checkpoint
-from dagspec.kinds.base import IOType
+from dagspec.errors import StageConfigError
+from dagspec.kinds.base import IOType, StageParams
+from dagspec.kinds.catalog import Catalog, load_catalog
 
 
 class _Frozen(BaseModel):
@@ -35,6 +39,20 @@ class ResolvedInput(_Frozen):
     partition: str = ""  # the upstream partition read, when the upstream is partitioned
     # several partitions of a partitioned stage read as one table (its window): each part's checkpoint
     parts: list[ResolvedInput] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, role: str, upstream: ResolvedStage, output: str, **where: Any) -> ResolvedInput:
+        """Input ``role`` reading ``output`` of ``upstream``; ``where``: ``path`` and what else is known."""
+        return cls(
+            role=role,
+            stage=upstream.name,
+            output=output,
+            fingerprint=upstream.fingerprint,
+            stage_dir=upstream.stage_dir,
+            type=upstream.outputs[output],
+            outputs=list(upstream.outputs),
+            **where,
+        )
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -60,6 +78,29 @@ class ResolvedInput(_Frozen):
         return f"#{self.content}" if self.content else f"@{self.fingerprint}"
 
 
+class PlanParamsError(StageConfigError):
+    """A plan read from JSON whose stage's kind is unknown here, or whose params its kind's model
+    refuses: the kind's code changed between planning and running."""
+
+    def __init__(self, stage: str, kind: str, cause: str) -> None:
+        self.stage, self.kind, self.cause = stage, kind, cause
+        super().__init__(f"stage {stage!r}: {cause}")
+
+
+def _params_of_kind(data: Mapping[str, Any], catalog: Catalog | None) -> StageParams:
+    """A stage's params read from JSON, validated against its kind's model (the kind is ``data["kind"]``)."""
+    name, kind_name = str(data.get("name", "?")), str(data.get("kind", "?"))
+    catalog = catalog or load_catalog(Path(data["home"]))
+    kind = catalog.get(kind_name)
+    if kind is None:
+        raise PlanParamsError(name, kind_name, catalog.unknown_message(kind_name))
+    try:
+        return kind.params.model_validate(data["params"])
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise PlanParamsError(name, kind_name, f"params refused by kind {kind_name!r}: {problems}") from None
+
+
 PARTITIONS_DIR = "_partitions"  # <stage dir>/_partitions/<key>/: a partition's own stage folder
 
 
@@ -72,7 +113,9 @@ class ResolvedStage(_Frozen):
     dag_id: str
     name: str
     kind: str
-    params: dict[str, Any]
+    # the kind's params model, validated once per process: when planning, or where the plan is read
+    # from JSON (``from_json``); in JSON by alias, as in the stage's key
+    params: StageParams
     key: dict[str, Any]
     fingerprint: str
     storage_root: str
@@ -101,6 +144,23 @@ class ResolvedStage(_Frozen):
     skipped: list[str] = Field(default_factory=list)
     parallel: int = 1  # partitions computed at once (the spec's partitions.parallel)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _validated_params(cls, data: Any, info: ValidationInfo) -> Any:
+        """Params given as JSON (a mapping) become the kind's model; a model given is kept as it is."""
+        if isinstance(data, Mapping) and isinstance(data.get("params"), Mapping):
+            catalog = (info.context or {}).get("catalog")
+            return {**data, "params": _params_of_kind(data, catalog)}
+        return data
+
+    @field_serializer("params")
+    def _params_by_alias(self, params: StageParams) -> dict[str, Any]:
+        return self.params_json()
+
+    def params_json(self) -> dict[str, Any]:
+        """The params as the stage's key and its manifest hold them (by alias, JSON values)."""
+        return self.params.model_dump(mode="json", by_alias=True)
+
     @property
     def checkpoint(self) -> Checkpoint:
         return Checkpoint(self.stage_dir, self.fingerprint)
@@ -122,6 +182,7 @@ class ResolvedStage(_Frozen):
         return self.model_dump_json()
 
     @classmethod
-    def from_json(cls, text: str) -> ResolvedStage:
-        """Inverse of to_json (validated)."""
-        return cls.model_validate_json(text)
+    def from_json(cls, text: str, catalog: Catalog | None = None) -> ResolvedStage:
+        """Inverse of to_json (validated: the params against their kind's model in ``catalog``, by
+        default the catalog of the stage's ``home``); PlanParamsError if the kind refuses them."""
+        return cls.model_validate_json(text, context={"catalog": catalog})

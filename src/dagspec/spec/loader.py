@@ -135,6 +135,8 @@ def _check_params(spec: PipelineSpec, name: str, kind: KindDef, issues: _IssueCo
         for issue in stage_param_issues(spec, name, exc.problems):
             issues.add_issue(issue)
         return kind.output_types(None)
+    if not contains_template(params):  # a run renders them to the same values (loaded_params)
+        spec._loaded_params[name] = model
     if kind.check_inputs is not None:
         for field_name, message in kind.check_inputs(model, list(spec.stages[name].inputs)):
             issues.add(("stages", spec.written_stage(name), "params", field_name), message)

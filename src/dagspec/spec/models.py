@@ -286,6 +286,7 @@ class PipelineSpec(_Model):
     # type that input expects (roles of kinds that take any type are absent)
     _stage_outputs: dict[str, dict[str, str]] = PrivateAttr(default_factory=dict)
     _input_types: dict[tuple[str, str], str] = PrivateAttr(default_factory=dict)
+    _loaded_params: dict[str, BaseModel] = PrivateAttr(default_factory=dict)  # spec.params.loaded_params
     # filled by the loader: YAML positions, and for each stage of a matrix expansion the stage as
     # written and its matrix values
     _positions: dict[Location, tuple[int, int]] = PrivateAttr(default_factory=dict)

@@ -98,6 +98,14 @@ def render_stage_params(model: type[StageParams], params: Mapping[str, Any], con
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def loaded_params(spec: PipelineSpec, name: str, model: type[StageParams]) -> StageParams | None:
+    """Stage ``name``'s params as the loader validated them, when they hold no template: rendering
+    leaves them as written whatever the context, so a run needs no second validation. None when
+    templated (or validated against another model than ``model``)."""
+    loaded = spec._loaded_params.get(name)
+    return loaded if isinstance(loaded, model) and type(loaded) is model else None
+
+
 def _render_tree(value: Any, context: Mapping[str, Any], loc: ParamLocation) -> tuple[Any, list[ParamProblem]]:
     if is_templated(value):
         try:

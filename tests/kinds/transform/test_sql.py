@@ -6,27 +6,26 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import load_and_run, manifest, parquet_table, write_spec
+from tests.helpers import load_and_run, manifest, spec_over_table
 
 pytestmark = pytest.mark.spark
 
 
 def test_split_fractions_and_sql_views(spark, home, tmp_path: Path) -> None:
-    data = parquet_table(spark, tmp_path, 2000)
-    spec = write_spec(
-        tmp_path / "p",
-        f"""
-        stages:
-          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
+    spec = spec_over_table(
+        spark,
+        tmp_path,
+        2000,
+        """
           split:
             kind: split
-            inputs: {{data: raw}}
-            params: {{fractions: {{train: 0.6, val: 0.2, test: 0.2}}, seed: 42}}
+            inputs: {data: raw}
+            params: {fractions: {train: 0.6, val: 0.2, test: 0.2}, seed: 42}
           both:
             kind: sql
-            inputs: {{a: split.train, b: split.test}}
-            params: {{query: "select count(*) as n, (select count(*) from b) as m from a"}}
-          csv: {{kind: export, inputs: {{data: split.val}}, params: {{format: csv, path: out/val}}}}
+            inputs: {a: split.train, b: split.test}
+            params: {query: "select count(*) as n, (select count(*) from b) as m from a"}
+          csv: {kind: export, inputs: {data: split.val}, params: {format: csv, path: out/val}}
         """,
     )
     plan = load_and_run(spark, spec)
@@ -44,13 +43,12 @@ def test_split_fractions_and_sql_views(spark, home, tmp_path: Path) -> None:
 def test_a_failing_stage_commits_nothing(spark, home, tmp_path: Path) -> None:
     from pyspark.errors import AnalysisException
 
-    data = parquet_table(spark, tmp_path, 10)
-    spec = write_spec(
-        tmp_path / "p",
-        f"""
-        stages:
-          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
-          bad: {{kind: sql, inputs: {{data: raw}}, params: {{query: "select no_such_column from data"}}}}
+    spec = spec_over_table(
+        spark,
+        tmp_path,
+        10,
+        """
+          bad: {kind: sql, inputs: {data: raw}, params: {query: "select no_such_column from data"}}
         """,
     )
     with pytest.raises(AnalysisException):

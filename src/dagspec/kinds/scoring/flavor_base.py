@@ -9,15 +9,17 @@ A training kind writes a files output ``model`` holding its artifact and ``model
 (``docs/architecture.md``, "Models"). ``models.transform_with_model`` reads ``model.json``, looks
 its ``flavor`` up in the registry and calls that module's
 
-``def transform(spark, model_dir, card, df, keep_cols, batch_size) -> DataFrame``
+``def transform(scoring: Scoring) -> DataFrame``
+
+with a ``Scoring`` holding ``spark``, ``model_dir``, ``card``, ``df``, ``keep_cols`` and ``batch_size``:
 
 - ``model_dir``: the model directory as the driver sees it (a local path or a ``file://`` URI;
-  use ``local_path``). Executors may not see it: ship what they need (``broadcast_artifact``).
+  use ``local_path``). Executors may not see it: ship what they need (``Scoring.artifact``).
 - ``card``: the validated ``model.json``, a ``dagspec.kinds.model_card.ModelCard`` (read its
   fields; xgboost's feature layout is ``card.features()``).
 - ``df``: the data; ``keep_cols``: its columns to carry over unchanged (may be empty; never
   contains ``probability`` or ``prediction``); ``batch_size``: rows per model call (``None``: the
-  flavor's default).
+  flavor's default). ``Scoring.input_columns`` checks that the data has the columns the model reads.
 - Returns exactly ``keep_cols`` (same order, same types) + ``probability`` (array<double>, one
   entry per class in ``card.classes`` order; binary: ``[p0, p1]``) + ``prediction`` (int, the
   class value with the highest probability, the first on ties). ``with_prediction`` builds the
@@ -77,6 +79,31 @@ def argmax_class(probability: Column, classes: Sequence[int]) -> Column:
     """The class value at the (first) largest probability, as an int."""
     position = F.array_position(probability, F.array_max(probability)).cast("int")
     return F.element_at(F.array(*[F.lit(int(c)) for c in classes]), position).cast("int")
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """What a flavor's ``transform`` scores: a model (its directory and card) and the data."""
+
+    spark: SparkSession
+    model_dir: str
+    card: ModelCard
+    df: DataFrame
+    keep_cols: list[str]
+    batch_size: int | None = None  # rows per model call; None: the flavor's default
+
+    def input_columns(self, columns: Sequence[str]) -> list[str]:
+        """``columns``, the ones the model reads, once the data is known to have each of them."""
+        missing = [c for c in columns if c not in self.df.columns]
+        if missing:
+            raise StageFailedError(
+                f"the {self.card.flavor} model reads columns {missing} that the data lacks; columns: {self.df.columns}"
+            )
+        return list(columns)
+
+    def artifact(self) -> tuple[Broadcast[bytes] | Shipped, str]:
+        """The model's artifact shipped to the executors, and its digest (``broadcast_artifact``)."""
+        return broadcast_artifact(self.spark, self.model_dir, self.card)
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import UserDefinedType
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.scoring.flavor_base import broadcast_artifact, numpy_to_probability, with_prediction
+from dagspec.kinds.scoring.flavor_base import numpy_to_probability, with_prediction
 from dagspec.kinds.training.keras_inputs import InputSpec, encode_features
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pyspark import Broadcast
 
     from dagspec.kinds.model_card import ModelCard
-    from dagspec.kinds.scoring.flavor_base import Shipped
+    from dagspec.kinds.scoring.flavor_base import Scoring, Shipped
 
 DEFAULT_BATCH_SIZE = 1024
 
@@ -63,26 +63,17 @@ def input_specs(card: ModelCard) -> list[InputSpec]:
     return specs
 
 
-def transform(
-    spark: SparkSession,
-    model_dir: str,
-    card: ModelCard,
-    df: DataFrame,
-    keep_cols: list[str],
-    batch_size: int | None = None,
-) -> DataFrame:
+def transform(scoring: Scoring) -> DataFrame:
     """``keep_cols`` + ``probability`` + ``prediction``; see ``dagspec.kinds.scoring.flavor_base``."""
     from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
 
+    card, df = scoring.card, scoring.df
     specs = input_specs(card)
-    columns = [s.column for s in specs]
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise StageFailedError(f"the keras model reads columns {missing} that the data lacks; columns: {df.columns}")
-    rows_per_call = batch_size or DEFAULT_BATCH_SIZE
+    columns = scoring.input_columns([s.column for s in specs])
+    rows_per_call = scoring.batch_size or DEFAULT_BATCH_SIZE
     n_classes = len(card.classes)
     suffix = Path(card.artifact).suffix or ".keras"
-    blob, digest = broadcast_artifact(spark, model_dir, card)
+    blob, digest = scoring.artifact()
 
     def score(batches: Iterator[Any]) -> Iterator[pa.Array]:
         import numpy as np
@@ -104,7 +95,7 @@ def transform(
     with warnings.catch_warnings():  # pyspark prefers type hints; the explicit type is clearer here
         warnings.simplefilter("ignore", UserWarning)
         udf = arrow_udf(score, "array<double>", ArrowUDFType.SCALAR_ITER)
-    return with_prediction(df, keep_cols, udf(*[_arrow_column(df, s) for s in specs]), card.classes)
+    return with_prediction(df, scoring.keep_cols, udf(*[_arrow_column(df, s) for s in specs]), card.classes)
 
 
 def _arrow_column(df: DataFrame, spec: InputSpec) -> Column:

@@ -9,33 +9,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dagspec.errors import StageFailedError
 from dagspec.kinds.scoring.flavor_base import local_path, with_prediction
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-    from dagspec.kinds.model_card import ModelCard
+    from dagspec.kinds.scoring.flavor_base import Scoring
 
 
-def transform(
-    spark: SparkSession,
-    model_dir: str,
-    card: ModelCard,
-    df: DataFrame,
-    keep_cols: list[str],
-    batch_size: int | None = None,
-) -> DataFrame:
+def transform(scoring: Scoring) -> DataFrame:
     """``keep_cols`` + ``probability`` + ``prediction`` from the saved PipelineModel (runs in the JVM: no batches)."""
     from pyspark.ml import PipelineModel
     from pyspark.ml.functions import vector_to_array
     from pyspark.sql import functions as F
 
-    columns = card.input_columns
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise StageFailedError(f"the spark_ml model reads columns {missing} that the data lacks; columns: {df.columns}")
-    model = PipelineModel.load(str(local_path(model_dir) / card.artifact))
+    card = scoring.card
+    scoring.input_columns(card.input_columns)
+    model = PipelineModel.load(str(local_path(scoring.model_dir) / card.artifact))
     probability_col = card.probability_col or "__probability"
-    scored = model.transform(df)
-    return with_prediction(scored, keep_cols, vector_to_array(F.col(probability_col)), card.classes)
+    scored = model.transform(scoring.df)
+    return with_prediction(scored, scoring.keep_cols, vector_to_array(F.col(probability_col)), card.classes)

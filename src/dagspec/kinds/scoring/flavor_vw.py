@@ -16,43 +16,31 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dagspec.errors import StageFailedError
-from dagspec.kinds.scoring.flavor_base import broadcast_artifact, numpy_to_probability, with_prediction
+from dagspec.kinds.scoring.flavor_base import numpy_to_probability, with_prediction
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark import Broadcast
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-    from dagspec.kinds.model_card import ModelCard
-    from dagspec.kinds.scoring.flavor_base import Shipped
+    from dagspec.kinds.scoring.flavor_base import Scoring, Shipped
 
 DEFAULT_BATCH_SIZE = 8192
 _LOCK = threading.Lock()
 _WORKSPACE: dict[str, Any] = {}
 
 
-def transform(
-    spark: SparkSession,
-    model_dir: str,
-    card: ModelCard,
-    df: DataFrame,
-    keep_cols: list[str],
-    batch_size: int | None = None,
-) -> DataFrame:
+def transform(scoring: Scoring) -> DataFrame:
     """``keep_cols`` + ``probability`` ([P(0), P(1)]) + ``prediction``; lines built ``batch_size`` rows at a time."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
 
     from dagspec.kinds.training.vw_lines import namespace_columns
 
-    namespaces = card.vw_namespaces()
-    columns = namespace_columns(namespaces)
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise StageFailedError(f"the vw model reads columns {missing} that the data lacks; columns: {df.columns}")
-    rows_per_call = batch_size or DEFAULT_BATCH_SIZE
-    blob, digest = broadcast_artifact(spark, model_dir, card)
+    namespaces = scoring.card.vw_namespaces()
+    columns = scoring.input_columns(namespace_columns(namespaces))
+    rows_per_call = scoring.batch_size or DEFAULT_BATCH_SIZE
+    blob, digest = scoring.artifact()
 
     def score(batches: Iterator[Any]) -> Iterator[pa.Array]:
         import numpy as np
@@ -74,7 +62,7 @@ def transform(
     with warnings.catch_warnings():  # pyspark prefers type hints; the explicit type is clearer here
         warnings.simplefilter("ignore", UserWarning)
         udf = arrow_udf(score, "array<double>", ArrowUDFType.SCALAR_ITER)
-    return with_prediction(df, keep_cols, udf(*[F.col(c) for c in columns]), card.classes)
+    return with_prediction(scoring.df, scoring.keep_cols, udf(*[F.col(c) for c in columns]), scoring.card.classes)
 
 
 def _load(blob: Broadcast[bytes] | Shipped, digest: str) -> Any:

@@ -15,44 +15,33 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from dagspec.errors import StageFailedError
-from dagspec.kinds.scoring.flavor_base import broadcast_artifact, numpy_to_probability, with_prediction
+from dagspec.kinds.scoring.flavor_base import numpy_to_probability, with_prediction
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark import Broadcast
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-    from dagspec.kinds.model_card import ModelCard
-    from dagspec.kinds.scoring.flavor_base import Shipped
+    from dagspec.kinds.scoring.flavor_base import Scoring, Shipped
 
 _LOCK = threading.Lock()
 _BOOSTER: dict[str, Any] = {}
 _PROBABILITY = "__probability"
 
 
-def transform(
-    spark: SparkSession,
-    model_dir: str,
-    card: ModelCard,
-    df: DataFrame,
-    keep_cols: list[str],
-    batch_size: int | None = None,
-) -> DataFrame:
+def transform(scoring: Scoring) -> DataFrame:
     """``keep_cols`` + ``probability`` ([P(0), P(1)]) + ``prediction`` (batches: Spark's Arrow batch size)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import ArrayType, DoubleType, StructField, StructType
 
-    features = card.features()
-    columns = features.input_columns
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise StageFailedError(f"the xgboost model reads columns {missing} that the data lacks; columns: {df.columns}")
+    df, keep_cols = scoring.df, scoring.keep_cols
+    features = scoring.card.features()
+    columns = scoring.input_columns(features.input_columns)
     features_col = features.features_col
     n_features = features.num_features
     missing_value = features.missing
-    blob, digest = broadcast_artifact(spark, model_dir, card)
+    blob, digest = scoring.artifact()
     kept = [f"__k{i}" for i in range(len(keep_cols))]
     inputs = [f"__x{i}" for i in range(len(columns))]
     projected = df.select(
@@ -96,7 +85,7 @@ def transform(
     scored = projected.mapInArrow(score, schema).select(
         *[F.col(k).alias(c) for c, k in zip(keep_cols, kept, strict=True)], _PROBABILITY
     )
-    return with_prediction(scored, keep_cols, F.col(_PROBABILITY), card.classes)
+    return with_prediction(scored, keep_cols, F.col(_PROBABILITY), scoring.card.classes)
 
 
 def _load(blob: Broadcast[bytes] | Shipped, digest: str) -> Any:

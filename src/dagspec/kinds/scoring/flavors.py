@@ -17,23 +17,15 @@ from dagspec.errors import StageFailedError
 from dagspec.kinds.scoring import flavor_keras, flavor_spark_ml, flavor_vw, flavor_xgboost
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-    from dagspec.kinds.model_card import ModelCard
+    from dagspec.kinds.scoring.flavor_base import Scoring
 
 
 class FlavorModule(Protocol):
     """A flavor module: its ``transform`` (the contract is in ``dagspec.kinds.scoring.flavor_base``)."""
 
-    def transform(
-        self,
-        spark: SparkSession,
-        model_dir: str,
-        card: ModelCard,
-        df: DataFrame,
-        keep_cols: list[str],
-        batch_size: int | None,
-    ) -> DataFrame: ...
+    def transform(self, scoring: Scoring) -> DataFrame: ...
 
 
 FLAVORS: Mapping[str, FlavorModule] = {

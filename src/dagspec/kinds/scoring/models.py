@@ -15,7 +15,7 @@ from pyspark.sql.types import ArrayType, DoubleType, IntegerType
 
 from dagspec.errors import StageFailedError
 from dagspec.kinds.model_card import ModelCard, read_model_card
-from dagspec.kinds.scoring.flavor_base import PREDICTION, PROBABILITY, local_path
+from dagspec.kinds.scoring.flavor_base import PREDICTION, PROBABILITY, Scoring, local_path
 from dagspec.kinds.scoring.flavors import get_flavor
 
 
@@ -47,7 +47,7 @@ def transform_with_model(
         raise StageFailedError(f"columns {missing} are not in the data; columns: {', '.join(df.columns)}")
     if min_rows_per_task is not None:
         df = coalesce_small(df, min_rows_per_task)
-    result = get_flavor(card.flavor).transform(spark, model_dir, card, df, keep, batch_size)
+    result = get_flavor(card.flavor).transform(Scoring(spark, model_dir, card, df, keep, batch_size))
     _check_contract(card.flavor, result, df, keep, len(card.classes))
     return result
 
