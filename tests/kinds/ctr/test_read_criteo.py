@@ -167,6 +167,7 @@ def test_every_rule_on_odd_lines_each_counted_with_its_reason(spark, home, tmp_p
         line(label="1.0", I2=" 12 "),  # float-written label, blanks around an integer
         line(C2='say "hi'),  # a lone quote is an ordinary character: no lines joined
         line(I3="-3"),
+        line(I4="40", C3="   "),  # a categorical of blanks is missing
     ]
     bad = {
         line(I1="2.5"): "I1 is not an integer: 2.5",
@@ -193,6 +194,8 @@ def test_every_rule_on_odd_lines_each_counted_with_its_reason(spark, home, tmp_p
     assert seven["label"] == 1 and seven["C1"] == "abc"
     (twelve,) = [r for r in rows if r["I2"] == 12]
     assert twelve["label"] == 1
+    (blank,) = [r for r in rows if r["I4"] == 40]
+    assert blank["C3"] is None and blank["C4"] == base[17]
 
 
 def test_float_written_integers_without_a_header_are_counted(spark, home, tmp_path: Path) -> None:

@@ -45,109 +45,168 @@ class LineOptions(Protocol):
     def categoricals(self) -> str: ...
 
 
-def parse_lines(spark: SparkSession, files: list[str], params: LineOptions, delimiter: str) -> DataFrame:
-    """Columns ``line``, ``file``, ``_reason`` (null: good), ``_header``, ``_names``, ``_float``, ``_row``.
-
-    ``_names`` (header lines only) are the header's names, trimmed of blanks and quotes,
-    lower-cased and joined by the delimiter; ``_float``: an integer field was written as a float;
-    ``_row``: the typed Criteo columns (meaningful where ``_reason`` is null).
-    """
-    from pyspark.sql import functions as F
-
-    offset = 1 if params.id_column else 0
-    expected = len(CRITEO_COLUMNS) + offset
-    ddl = ", ".join(f"_f{i} STRING" for i in range(expected)) + f", {_BAD} STRING"
-    options = {
+def _options(delimiter: str) -> dict[str, str]:
+    """Spark's CSV parser as both passes use it: every field verbatim but for the blanks around it."""
+    return {
         "sep": delimiter,
         "mode": "PERMISSIVE",
         "columnNameOfCorruptRecord": _BAD,
         "quote": "",  # off: Criteo fields are never quoted
         "escape": "",
         "nullValue": "",
+        "ignoreLeadingWhiteSpace": "true",  # blanks around a field are not part of it
+        "ignoreTrailingWhiteSpace": "true",
     }
+
+
+def _string_ddl(params: LineOptions) -> str:
+    expected = len(CRITEO_COLUMNS) + (1 if params.id_column else 0)
+    return ", ".join(f"_f{i} STRING" for i in range(expected)) + f", {_BAD} STRING"
+
+
+def parse_lines(spark: SparkSession, files: list[str], params: LineOptions, delimiter: str) -> DataFrame:
+    """Columns ``line``, ``file``, ``_reason`` (null: good), ``_header``, ``_names``, ``_float``, ``_row``.
+
+    ``_names`` (header lines only) are the header's names, trimmed of blanks and quotes,
+    lower-cased and joined by the delimiter; ``_float``: an integer field was written as a float;
+    ``_row``: the typed Criteo columns (meaningful where ``_reason`` is null). Every line of the
+    files is here, empty ones included: this is what the counts and the quarantine are made of.
+    """
+    from pyspark.sql import functions as F
+
     lines = spark.read.text(files).select(F.col("value").alias("line"), F.col("_metadata.file_path").alias("file"))
-    split = lines.select("line", "file", F.from_csv("line", ddl, options).alias("p"))
-
-    def raw(i: int) -> Column:  # null for an empty field (and for fields a short line lacks)
-        return F.col(f"p._f{offset + i}")
-
-    # from_csv reads an empty line as a row of nulls: it has one (empty) field
-    miscounted = F.col(f"p.{_BAD}").isNotNull() | (F.col("line") == "")
-    fields = F.when(miscounted, F.size(F.split("line", re.escape(delimiter), -1)))
-    short_ok = fields < expected if params.pad_short_rows else F.lit(False)
-    wrong_count = miscounted & ~short_ok
-
-    label_raw = raw(0)
-    label = F.trim(label_raw)
-    label_odd = label_raw.isNull() | ~label_raw.isin("0", "1")  # the fast path: "0" or "1"
-    is_header = (label_odd & label.rlike(_NAME)) if params.header else F.lit(False)
-    reasons: list[Column] = [
-        F.when(wrong_count, F.format_string(f"expected {expected} fields, got %d", fields)),
-        F.when(label_odd & F.coalesce(label == "", F.lit(True)), F.lit("label is missing")),
-        F.when(label_odd & ~label.rlike(_INTEGER), F.concat(F.lit("label is not an integer: "), label)),
-        F.when(label_odd & ~label.rlike(_LABEL), F.concat(F.lit("label must be 0 or 1, got "), label)),
-    ]
-    as_long = {name: raw(i).try_cast("long") for i, name in enumerate(CRITEO_INTEGER_COLUMNS, start=1)}
-    # a field that is there but does not cast: blank, float-written, or not an integer
-    odd = {name: raw(i).isNotNull() & as_long[name].isNull() for i, name in enumerate(CRITEO_INTEGER_COLUMNS, start=1)}
-    for i, name in enumerate(CRITEO_INTEGER_COLUMNS, start=1):
-        value = F.trim(raw(i))
-        bad = odd[name] & (value != "") & ~value.rlike(_INTEGER)
-        reasons.append(F.when(bad, F.concat(F.lit(f"{name} is not an integer: "), value)))
-    categorical_start = 1 + len(CRITEO_INTEGER_COLUMNS)
-    if params.categoricals == "int":
-        for i, name in enumerate(CRITEO_CATEGORICAL_COLUMNS, start=categorical_start):
-            value = F.trim(raw(i))
-            bad = (value != "") & ~value.rlike(_HEX32)
-            reasons.append(F.when(bad, F.concat(F.lit(f"{name} is not 32-bit hex: "), value)))
-    # the first check that fails names the problem; a wrong field count is checked first, so
-    # nothing is ever read from a shifted position
-    reason = F.when(is_header, F.lit(None)).otherwise(F.coalesce(*reasons))
-
-    float_written = label_odd & label.rlike(_FLOAT_WRITTEN)
-    for i, name in enumerate(CRITEO_INTEGER_COLUMNS, start=1):
-        float_written = float_written | (odd[name] & F.trim(raw(i)).rlike(_FLOAT_WRITTEN))
-
-    def integer(i: int, name: str) -> Column:
-        digits = F.regexp_extract(F.trim(raw(i)), r"^([+-]?[0-9]+)", 1)
-        return F.when(odd[name], digits.try_cast("long")).otherwise(as_long[name])
-
-    label_value = F.when(label_odd, F.regexp_extract(label, r"^[+]?([0-9]+)", 1).try_cast("int")).otherwise(
-        label_raw.cast("int")
-    )
-    typed = [label_value.alias("label")]
-    typed += [integer(i, name).alias(name) for i, name in enumerate(CRITEO_INTEGER_COLUMNS, start=1)]
-    typed += [
-        _categorical(raw(i), params.categoricals).alias(name)
-        for i, name in enumerate(CRITEO_CATEGORICAL_COLUMNS, start=categorical_start)
-    ]
-    names = F.lower(
-        F.array_join(
-            F.transform(
-                F.split("line", re.escape(delimiter), -1),
-                lambda n: F.regexp_replace(F.regexp_replace(n, r"^\s+|\s+$", ""), r'^"+|"+$', ""),
-            ),
-            delimiter,
-        )
-    )
+    split = lines.select("line", "file", F.from_csv("line", _string_ddl(params), _options(delimiter)).alias("p"))
+    rules = _Rules(params, delimiter, F.col("line"))
     return split.select(
         "line",
         "file",
-        reason.alias("_reason"),
-        is_header.alias("_header"),
-        F.when(is_header, names).alias("_names"),
-        float_written.alias("_float"),
-        F.struct(*typed).alias("_row"),
+        rules.reason.alias("_reason"),
+        rules.is_header.alias("_header"),
+        F.when(rules.is_header, rules.names).alias("_names"),
+        rules.float_written.alias("_float"),
+        F.struct(*rules.row).alias("_row"),
     )
 
 
-def _categorical(value: Column, categoricals: str) -> Column:
-    """A C-column: the string (blanks around it trimmed), or its 32-bit int with ``categoricals: int``."""
+def good_rows(spark: SparkSession, files: list[str], params: LineOptions, delimiter: str) -> DataFrame:
+    """The typed Criteo rows of the lines ``parse_lines`` finds good, at the cost of Spark's CSV reader.
+
+    Spark's CSV reader types the fields itself (label a string, I-columns longs); a line it parses
+    whole with a label of ``0`` or ``1`` (and hex categoricals where asked) is a good row as read.
+    Only the other lines are split again into strings and given the rules (their raw line is the
+    reader's corrupt record, or the fields joined again when only the label was odd).
+    """
     from pyspark.sql import functions as F
 
-    # trim only where there is a blank to trim: most values have none, and trim copies
-    padded = value.startswith(" ") | value.endswith(" ")
-    text = F.when(padded, F.nullif(F.trim(value), F.lit(""))).otherwise(value)
+    names = (["_id"] if params.id_column else []) + CRITEO_COLUMNS
+    typed_ddl = ", ".join(
+        [f"{n} BIGINT" if n in CRITEO_INTEGER_COLUMNS else f"{n} STRING" for n in names] + [f"{_BAD} STRING"]
+    )
+    options = _options(delimiter)
+    read = spark.read.options(**options).schema(typed_ddl).csv(files)
+    fast = F.col(_BAD).isNull() & F.col("label").isin("0", "1")
+    if params.categoricals == "int":
+        for name in CRITEO_CATEGORICAL_COLUMNS:
+            fast = fast & (F.col(name).isNull() | F.col(name).rlike(_HEX32))
+    rejoined = F.array_join(F.array(*[F.coalesce(F.col(n).cast("string"), F.lit("")) for n in names]), delimiter)
+    odd = read.select("*", fast.alias("_fast"), F.when(~fast, F.coalesce(F.col(_BAD), rejoined)).alias("_line"))
+    split = odd.select("*", F.when(~F.col("_fast"), F.from_csv("_line", _string_ddl(params), options)).alias("p"))
+    rules = _Rules(params, delimiter, F.col("_line"))
+    as_read = [F.col("label").cast("int").alias("label"), *(F.col(n) for n in CRITEO_INTEGER_COLUMNS)]
+    as_read += [_categorical(F.col(n), params.categoricals).alias(n) for n in CRITEO_CATEGORICAL_COLUMNS]
+    good = F.col("_fast") | (rules.reason.isNull() & ~rules.is_header)
+    # column by column: a struct of the row built per line and taken apart costs a tenth of the read
+    row = [
+        F.when(F.col("_fast"), fast).otherwise(slow).alias(n)
+        for fast, slow, n in zip(as_read, rules.row, CRITEO_COLUMNS, strict=True)
+    ]
+    return split.where(good).select(*row)
+
+
+class _Rules:
+    """The rules as Spark SQL expressions over the string fields ``p._f<i>`` of ``line``."""
+
+    def __init__(self, params: LineOptions, delimiter: str, line: Column) -> None:
+        from pyspark.sql import functions as F
+
+        offset = 1 if params.id_column else 0
+        expected = len(CRITEO_COLUMNS) + offset
+
+        def raw(i: int) -> Column:  # null for an empty field (and for fields a short line lacks)
+            return F.col(f"p._f{offset + i}")
+
+        # from_csv reads an empty line as a row of nulls: it has one (empty) field
+        miscounted = F.col(f"p.{_BAD}").isNotNull() | (line == "")
+        fields = F.when(miscounted, F.size(F.split(line, re.escape(delimiter), -1)))
+        short_ok = fields < expected if params.pad_short_rows else F.lit(False)
+        wrong_count = miscounted & ~short_ok
+
+        label_raw = raw(0)
+        label = F.trim(label_raw)
+        label_odd = label_raw.isNull() | ~label_raw.isin("0", "1")  # the fast path: "0" or "1"
+        self.is_header = (label_odd & label.rlike(_NAME)) if params.header else F.lit(False)
+        reasons: list[Column] = [
+            F.when(wrong_count, F.format_string(f"expected {expected} fields, got %d", fields)),
+            F.when(label_odd & F.coalesce(label == "", F.lit(True)), F.lit("label is missing")),
+            F.when(label_odd & ~label.rlike(_INTEGER), F.concat(F.lit("label is not an integer: "), label)),
+            F.when(label_odd & ~label.rlike(_LABEL), F.concat(F.lit("label must be 0 or 1, got "), label)),
+        ]
+        as_long = {name: raw(i).try_cast("long") for i, name in enumerate(CRITEO_INTEGER_COLUMNS, start=1)}
+        # a field that is there but does not cast: blank, float-written, or not an integer
+        odd = {
+            name: raw(i).isNotNull() & as_long[name].isNull() for i, name in enumerate(CRITEO_INTEGER_COLUMNS, start=1)
+        }
+        for i, name in enumerate(CRITEO_INTEGER_COLUMNS, start=1):
+            value = F.trim(raw(i))
+            bad = odd[name] & (value != "") & ~value.rlike(_INTEGER)
+            reasons.append(F.when(bad, F.concat(F.lit(f"{name} is not an integer: "), value)))
+        categorical_start = 1 + len(CRITEO_INTEGER_COLUMNS)
+        if params.categoricals == "int":
+            for i, name in enumerate(CRITEO_CATEGORICAL_COLUMNS, start=categorical_start):
+                value = F.trim(raw(i))
+                bad = (value != "") & ~value.rlike(_HEX32)
+                reasons.append(F.when(bad, F.concat(F.lit(f"{name} is not 32-bit hex: "), value)))
+        # the first check that fails names the problem; a wrong field count is checked first, so
+        # nothing is ever read from a shifted position
+        self.reason = F.when(self.is_header, F.lit(None)).otherwise(F.coalesce(*reasons))
+
+        float_written = label_odd & label.rlike(_FLOAT_WRITTEN)
+        for i, name in enumerate(CRITEO_INTEGER_COLUMNS, start=1):
+            float_written = float_written | (odd[name] & F.trim(raw(i)).rlike(_FLOAT_WRITTEN))
+        self.float_written = float_written
+
+        def integer(i: int, name: str) -> Column:
+            digits = F.regexp_extract(F.trim(raw(i)), r"^([+-]?[0-9]+)", 1)
+            return F.when(odd[name], digits.try_cast("long")).otherwise(as_long[name])
+
+        label_value = F.when(label_odd, F.regexp_extract(label, r"^[+]?([0-9]+)", 1).try_cast("int")).otherwise(
+            label_raw.cast("int")
+        )
+        row = [label_value.alias("label")]
+        row += [integer(i, name).alias(name) for i, name in enumerate(CRITEO_INTEGER_COLUMNS, start=1)]
+        row += [
+            _categorical(raw(i), params.categoricals).alias(name)
+            for i, name in enumerate(CRITEO_CATEGORICAL_COLUMNS, start=categorical_start)
+        ]
+        self.row = row
+        self.names = F.lower(
+            F.array_join(
+                F.transform(
+                    F.split(line, re.escape(delimiter), -1),
+                    lambda n: F.regexp_replace(F.regexp_replace(n, r"^\s+|\s+$", ""), r'^"+|"+$', ""),
+                ),
+                delimiter,
+            )
+        )
+
+
+def _categorical(text: Column, categoricals: str) -> Column:
+    """A C-column: the string, or its 32-bit int with ``categoricals: int``.
+
+    The parser has trimmed the blanks around it already (``_options``).
+    """
+    from pyspark.sql import functions as F
+
     if categoricals == "string":
         return text
     as_long = F.conv(text, 16, 10).try_cast("long")

@@ -22,7 +22,7 @@ from dagspec import storage
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import FILES, InputRole, Inputs, Outputs, StageContext, StageParams, kind
 from dagspec.kinds.ctr.columns import CRITEO_COLUMNS
-from dagspec.kinds.ctr.criteo_lines import parse_lines
+from dagspec.kinds.ctr.criteo_lines import good_rows, parse_lines
 from dagspec.kinds.quality.quarantine import keep_rejected
 
 if TYPE_CHECKING:
@@ -111,8 +111,9 @@ def read_criteo(
 ) -> dict[str, DataFrame]:
     """Parse raw Criteo lines and write ``data`` (returns ``{}``); bad ones go to the quarantine.
 
-    The good rows are written in one pass that computes nothing else (an observation in it would
-    cost as much as the parse: it breaks Spark's code generation). The counts come after, from
+    The good rows are written in one pass that computes nothing else, by Spark's CSV reader where a
+    line needs nothing more (``good_rows``; an observation in that pass would cost as much as the
+    parse: it breaks Spark's code generation). The counts come after, from
     what is cheap: the rows written (Parquet footers) and one plain scan of the lines (how many,
     how many hold a ``.``). When every line was written and none holds a ``.``, there was no
     header, no rejected line and no float-written integer. Otherwise the lines are parsed again
@@ -128,7 +129,7 @@ def read_criteo(
     delimiter = params.delimiter if params.delimiter is not None else "\t"
     parsed = parse_lines(spark, files, params, delimiter)
     is_rejected = F.col("_reason").isNotNull()
-    parsed.where(~is_rejected & ~F.col("_header")).select("_row.*").write.mode("error").parquet(ctx.output_path("data"))
+    good_rows(spark, files, params, delimiter).write.mode("error").parquet(ctx.output_path("data"))
     written = spark.read.parquet(ctx.output_path("data")).count()
     stats = _line_stats(spark, files, parsed, written)
     headers, rejected_n = int(stats["headers"]), int(stats["rejected"])
