@@ -36,8 +36,10 @@ stages:
   xgb:
     kind: train_xgboost
     inputs: {train: held.train, validation: held.test}
-    params: {num_round: %d, max_depth: 10, min_child_weight: 1, lambda: 1, gamma: 0, nthread: 1, checkpoint_every: 500}
-""" % ROUNDS
+""" + (
+    f"    params: {{num_round: {ROUNDS}, max_depth: 10, min_child_weight: 1, lambda: 1, gamma: 0, nthread: 1, "
+    "checkpoint_every: 500}\n"
+)
 
 
 def test_a_long_stage_prints_throttled_progress_before_its_final_line(tmp_path: Path, airflow_home: Path) -> None:
