@@ -93,7 +93,7 @@ def _finished_runs(airflow: Airflow, dag_id: str, count: int) -> list[dict[str, 
             for run in found[:count]:
                 assert run["state"] == "success", task_report(airflow, dag_id, run["dag_run_id"])
             return found[:count]
-        time.sleep(2)
+        time.sleep(1)
     raise AssertionError(
         f"{dag_id}: {count} finished run(s) not there within {WAIT_S:.0f} s: {runs(airflow.api, dag_id)}"
     )
