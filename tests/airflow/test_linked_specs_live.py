@@ -34,7 +34,7 @@ from tests.conftest import CRITEO_SAMPLE
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
 
-POLL_INTERVAL_S = 2
+POLL_INTERVAL_S = 1
 WAIT_S = 900.0
 DAG_IDS = ("linked_a", "linked_b", "linked_c", "linked_d")
 
