@@ -85,6 +85,28 @@ def test_stop_escalates_to_sigkill_for_a_group_that_ignores_sigterm(tmp_path: Pa
         stop_process(proc, timeout=1)
 
 
+# A leader that stops its child itself on SIGTERM (with another signal), as Airflow's triggerer does:
+# each records the signal that stopped it.
+SUPERVISOR = """
+( trap 'echo child:USR1 >> "$1"; exit 0' USR1; trap 'echo child:TERM >> "$1"; exit 0' TERM; sleep 300 & wait ) &
+child=$!
+trap 'echo leader:TERM >> "$1"; kill -USR1 $child; wait $child; exit 0' TERM
+wait
+"""
+
+
+def test_the_leader_is_signalled_first_and_stops_its_own_children(tmp_path: Path) -> None:
+    record = tmp_path / "signals"
+    proc = start_process("supervisor", ["bash", "-c", SUPERVISOR, "supervisor", str(record)], _env(), tmp_path)
+    try:
+        assert _wait_for(lambda: len(_group_pids(proc.pid)) == 3)
+        assert stop_process(proc, timeout=10) is False
+        assert record.read_text().split() == ["leader:TERM", "child:USR1"]  # the child was left to its leader
+        assert _group_pids(proc.pid) == []  # and what the child left behind went with the group
+    finally:
+        stop_process(proc, timeout=1)
+
+
 def test_children_left_behind_by_a_dead_leader_are_still_stopped(tmp_path: Path) -> None:
     proc = start_process("orphaning", ["bash", "-c", "sleep 300 & sleep 300 & exit 0"], _env(), tmp_path)
     try:

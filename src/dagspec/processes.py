@@ -30,6 +30,10 @@ from typing import Any
 from dagspec.errors import DagspecError
 
 STOP_TIMEOUT_S = 30.0
+# How long the leader alone gets to end its group before the whole group is signalled: a supervisor
+# stops its own children in order (Airflow's triggerer: under a second), where SIGTERM to every
+# member at once has it wait out its 10 s escalation delay for a child that is already gone
+LEADER_GRACE_S = 5.0
 
 # Popen objects of the processes this Python process started, by PID: they must be waited for
 # (reaped) after they die, else they stay zombies and still count as members of their group.
@@ -121,16 +125,23 @@ def start_process(name: str, argv: Sequence[str], env: Mapping[str, str], run_di
 
 
 def stop_process(proc: ServiceProcess, timeout: float = STOP_TIMEOUT_S) -> bool:
-    """SIGTERM the process group, SIGKILL it after ``timeout``; True if it had to be killed."""
+    """SIGTERM the leader, then what is left of its process group, SIGKILL the group after
+    ``timeout``; True if it had to be killed."""
     if not proc.running and not proc.group_alive():
         _CHILDREN.pop(proc.pid, None)
         return False
     if proc.running and os.getpgid(proc.pid) != proc.pid:
         raise ServiceError(f"{proc.name} (pid {proc.pid}) is not the leader of its process group; not stopping it")
     killed = False
+    deadline = time.monotonic() + timeout
+    if proc.running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+        # until the group is gone, or the leader is (then its leftovers are signalled at once)
+        wait_until(lambda: not proc.running or not proc.group_alive(), min(LEADER_GRACE_S, timeout))
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-    if not wait_until(lambda: not proc.group_alive(), timeout):
+    if not wait_until(lambda: not proc.group_alive(), max(0.0, deadline - time.monotonic())):
         killed = True
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

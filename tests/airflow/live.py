@@ -79,7 +79,7 @@ def wait_for_dag(api: Api, dag_id: str, timeout: float = 300.0) -> dict[str, Any
         dags = {d["dag_id"]: d for d in api.get("/api/v2/dags?limit=100")["dags"]}
         if dag_id in dags:
             return dict(dags[dag_id])
-        time.sleep(2)
+        time.sleep(1)
     raise AssertionError(
         f"{dag_id} not parsed within {timeout:.0f} s; import errors: {api.get('/api/v2/importErrors')}"
     )
@@ -92,7 +92,7 @@ def wait_for_run(api: Api, dag_id: str, run_id: str, timeout: float = RUN_TIMEOU
         run = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
         if run["state"] in ("success", "failed"):
             return dict(run)
-        time.sleep(3)
+        time.sleep(1)
     raise AssertionError(f"{dag_id} {run_id} did not finish within {timeout:.0f} s")
 
 

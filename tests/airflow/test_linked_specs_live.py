@@ -34,7 +34,7 @@ from tests.conftest import CRITEO_SAMPLE
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
 
-POLL_INTERVAL_S = 2
+POLL_INTERVAL_S = 1
 WAIT_S = 900.0
 DAG_IDS = ("linked_a", "linked_b", "linked_c", "linked_d")
 
@@ -93,7 +93,7 @@ def _finished_runs(airflow: Airflow, dag_id: str, count: int) -> list[dict[str, 
             for run in found[:count]:
                 assert run["state"] == "success", task_report(airflow, dag_id, run["dag_run_id"])
             return found[:count]
-        time.sleep(2)
+        time.sleep(1)
     raise AssertionError(
         f"{dag_id}: {count} finished run(s) not there within {WAIT_S:.0f} s: {runs(airflow.api, dag_id)}"
     )

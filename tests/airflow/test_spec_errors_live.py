@@ -48,7 +48,7 @@ def _poll(api: Api, what: str, done: Any) -> None:
             raise AssertionError(
                 f"{what} not seen within {PARSE_WAIT_S:.0f} s; DAGs: {states}; import errors: {errors}"
             )
-        time.sleep(2)
+        time.sleep(1)
 
 
 def test_a_refused_spec_is_an_import_error_and_hides_no_other_dag(live_airflow: Airflow) -> None:

@@ -23,6 +23,7 @@ from tests.conftest import REPO
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 INTERVAL = 1.0
+ROUNDS = 600  # seconds of rounds: several intervals of progress lines on a fast machine, no more
 SPEC = """\
 dag_id: progress_demo
 default_args: {retries: 0}
@@ -35,8 +36,10 @@ stages:
   xgb:
     kind: train_xgboost
     inputs: {train: held.train, validation: held.test}
-    params: {num_round: 1500, max_depth: 10, min_child_weight: 1, lambda: 1, gamma: 0, nthread: 1, checkpoint_every: 500}
-"""
+""" + (
+    f"    params: {{num_round: {ROUNDS}, max_depth: 10, min_child_weight: 1, lambda: 1, gamma: 0, nthread: 1, "
+    "checkpoint_every: 500}\n"
+)
 
 
 def test_a_long_stage_prints_throttled_progress_before_its_final_line(tmp_path: Path, airflow_home: Path) -> None:
@@ -58,8 +61,8 @@ def test_a_long_stage_prints_throttled_progress_before_its_final_line(tmp_path: 
     final = next(i for i, line in enumerate(out) if re.match(r"  xgb\s+ran\b", line))
     rounds = [i for i, line in enumerate(out) if line.startswith("progress  xgb ") and " round " in line]
     assert rounds and max(rounds) < final, done.stdout
-    shown = [int(re.search(r" round (\d+)/1500", out[i]).group(1)) for i in rounds]  # type: ignore[union-attr]
-    assert shown == sorted(shown) and shown[0] < 1500  # reported while it trained
+    shown = [int(re.search(rf" round (\d+)/{ROUNDS}", out[i]).group(1)) for i in rounds]  # type: ignore[union-attr]
+    assert shown == sorted(shown) and shown[0] < ROUNDS  # reported while it trained
 
     # the run log holds every marker the jobs printed: per stage no two closer than the interval
     log = REPO / re.search(r"log: (\S+)", done.stdout).group(1)  # type: ignore[union-attr]
