@@ -13,8 +13,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.base import FILES, TABLE, InputRole, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
 from dagspec.kinds.model_card import ModelCard, training_data
+from dagspec.kinds.training.trainer import MODEL_OUTPUT, TRAINER_INPUTS
 
 ARTIFACT = "spark_model"
 PROBABILITY_COL = "__probability"
@@ -58,8 +59,8 @@ class TrainSparkMLParams(StageParams):
 @kind(
     "train_spark_ml",
     params=TrainSparkMLParams,
-    inputs={"train": TABLE, "validation": InputRole(TABLE, required=False)},
-    outputs={"model": FILES},
+    inputs=TRAINER_INPUTS,
+    outputs=MODEL_OUTPUT,
     driver="own",
     driver_reason="a Spark ML fit keeps its optimizer state on the driver; a shared Connect server would "
     "hold every stage's",

@@ -24,18 +24,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.base import (
-    FILES,
-    TABLE,
-    DriverNeed,
-    InputRole,
-    Inputs,
-    Outputs,
-    StageContext,
-    StageParams,
-    kind,
-)
+from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
 from dagspec.kinds.model_card import Features, ModelCard, training_data
+from dagspec.kinds.training.trainer import MODEL_OUTPUT, TRAINER_INPUTS, by_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -111,19 +102,12 @@ class TrainXGBoostParams(StageParams):
         }
 
 
-def driver_need(params: TrainXGBoostParams) -> tuple[DriverNeed, str]:
-    """workers: 1 trains in the stage's process; SparkXGB (workers >= 2) needs a classic driver."""
-    if params.workers == 1:
-        return "process", "trains from the Parquet shards (workers: 1)"
-    return "own", "trains with SparkXGB (workers >= 2), which has no Spark Connect support in xgboost 3.2"
-
-
 @kind(
     "train_xgboost",
     params=TrainXGBoostParams,
-    inputs={"train": TABLE, "validation": InputRole(TABLE, required=False)},
-    outputs={"model": FILES},
-    driver=driver_need,
+    inputs=TRAINER_INPUTS,
+    outputs=MODEL_OUTPUT,
+    driver=by_workers("trains with SparkXGB (workers >= 2), which has no Spark Connect support in xgboost 3.2"),
     driver_reason="trains in its process (workers: 1), or with SparkXGB (workers >= 2), which has no Spark "
     "Connect support in xgboost 3.2",
 )
