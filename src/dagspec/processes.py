@@ -191,6 +191,14 @@ def http_json(url: str, timeout: float = 5.0, **kwargs: Any) -> Any:
         return json.loads(response.read().decode("utf-8"))
 
 
+def json_or_none(url: str, timeout: float = 3.0, **kwargs: Any) -> Any:
+    """``http_json``, or None when nothing answers there (yet)."""
+    try:
+        return http_json(url, timeout, **kwargs)
+    except (OSError, ValueError):
+        return None
+
+
 def tail(path: str | Path, lines: int = 30) -> str:
     """The last lines of a log file, for error messages."""
     try:
@@ -306,6 +314,33 @@ def stop_group(run_dir: Path, group: str, title: str) -> str:
     if found is None:
         return f"{title}: not running"
     return "\n".join([f"{title} stopped:", *(f"  {line}" for line in found.stop(run_dir))])
+
+
+@dataclass(frozen=True)
+class Service:
+    """One local service: its recorded ``group``, its ``title`` in messages, the command that stops it."""
+
+    group: str
+    title: str
+    down_hint: str
+
+    def refuse_start(self, run_dir: Path, ports: Sequence[int], busy: Callable[[int], str]) -> None:
+        """Raise unless it can start: it does not run already, and each port is free (``busy`` says why not)."""
+        refuse_if_running(run_dir, self.group, self.down_hint)
+        for port in ports:
+            if not port_free(port):
+                raise ServiceError(busy(port))
+
+    def starting(self, run_dir: Path, info: dict[str, Any]) -> contextlib.AbstractContextManager[ServiceGroup]:
+        """A new record of its processes (``info`` kept with it), stopped if the start does not finish."""
+        return stopped_on_failure(ServiceGroup(self.group, [], info), run_dir)
+
+    def load(self, run_dir: Path) -> ServiceGroup | None:
+        return ServiceGroup.load(run_dir, self.group)
+
+    def stop(self, run_dir: Path) -> str:
+        """What ``<down_hint>`` prints (``stop_group``)."""
+        return stop_group(run_dir, self.group, self.title)
 
 
 class GroupStatus:
