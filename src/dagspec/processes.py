@@ -355,6 +355,10 @@ class GroupStatus:
     def process_lines(self) -> list[str]:
         return [f"  {name:16} {'running' if ok else 'DEAD'}" for name, ok in self.processes.items()]
 
+    def state_lines(self, title: str, at: str, details: Sequence[str]) -> list[str]:
+        """``title`` up (``at`` a place) or DEGRADED, the ``details`` lines, then each process's state."""
+        return [f"{title}: {'up' if self.up else 'DEGRADED'}{at}", *details, *self.process_lines()]
+
 
 def private_secret(path: Path, what: str, down_hint: str) -> str:
     """The secret kept in ``path``, generated (32 random bytes, base64url, mode 0600) when there is none.

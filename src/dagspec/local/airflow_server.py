@@ -72,10 +72,8 @@ class AirflowStatus(GroupStatus):
     def __str__(self) -> str:
         if not self.processes:
             return "Airflow: not running"
-        lines = [f"Airflow: {'up' if self.up else 'DEGRADED'} at {self.url}"]
-        lines.append(f"  login: admin, password in {self.password_file}")
-        lines.append(f"  AIRFLOW_HOME: {self.airflow_home}")
-        lines += self.process_lines()
+        details = [f"  login: admin, password in {self.password_file}", f"  AIRFLOW_HOME: {self.airflow_home}"]
+        lines = self.state_lines("Airflow", f" at {self.url}", details)
         if self.health:
             lines.append("  health: " + ", ".join(f"{k}={v}" for k, v in self.health.items()))
         if self.history:

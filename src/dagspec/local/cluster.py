@@ -39,10 +39,11 @@ class ClusterStatus(GroupStatus):
     def __str__(self) -> str:
         if not self.processes:
             return "Spark cluster: not running"
-        lines = [f"Spark cluster: {'up' if self.up else 'DEGRADED'}"]
-        lines.append(f"  master:  {self.master_url}   (web UI {self.webui_url})")
-        lines.append(f"  workers: {self.alive_workers} alive, {self.cores} cores, {self.memory_mb} MB in all")
-        lines += self.process_lines()
+        details = [
+            f"  master:  {self.master_url}   (web UI {self.webui_url})",
+            f"  workers: {self.alive_workers} alive, {self.cores} cores, {self.memory_mb} MB in all",
+        ]
+        lines = self.state_lines("Spark cluster", "", details)
         lines.append(
             f"  use it: export AIRFLOW_CONN_SPARK_DEFAULT='{self.master_url}'  (then `dagspec run ...`)"
             if self.master_url
