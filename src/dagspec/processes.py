@@ -202,6 +202,14 @@ def http_json(url: str, timeout: float = 5.0, **kwargs: Any) -> Any:
         return json.loads(response.read().decode("utf-8"))
 
 
+def json_or_none(url: str, timeout: float = 3.0, **kwargs: Any) -> Any:
+    """``http_json``, or None when nothing answers there (yet)."""
+    try:
+        return http_json(url, timeout, **kwargs)
+    except (OSError, ValueError):
+        return None
+
+
 def tail(path: str | Path, lines: int = 30) -> str:
     """The last lines of a log file, for error messages."""
     try:
@@ -319,6 +327,33 @@ def stop_group(run_dir: Path, group: str, title: str) -> str:
     return "\n".join([f"{title} stopped:", *(f"  {line}" for line in found.stop(run_dir))])
 
 
+@dataclass(frozen=True)
+class Service:
+    """One local service: its recorded ``group``, its ``title`` in messages, the command that stops it."""
+
+    group: str
+    title: str
+    down_hint: str
+
+    def refuse_start(self, run_dir: Path, ports: Sequence[int], busy: Callable[[int], str]) -> None:
+        """Raise unless it can start: it does not run already, and each port is free (``busy`` says why not)."""
+        refuse_if_running(run_dir, self.group, self.down_hint)
+        for port in ports:
+            if not port_free(port):
+                raise ServiceError(busy(port))
+
+    def starting(self, run_dir: Path, info: dict[str, Any]) -> contextlib.AbstractContextManager[ServiceGroup]:
+        """A new record of its processes (``info`` kept with it), stopped if the start does not finish."""
+        return stopped_on_failure(ServiceGroup(self.group, [], info), run_dir)
+
+    def load(self, run_dir: Path) -> ServiceGroup | None:
+        return ServiceGroup.load(run_dir, self.group)
+
+    def stop(self, run_dir: Path) -> str:
+        """What ``<down_hint>`` prints (``stop_group``)."""
+        return stop_group(run_dir, self.group, self.title)
+
+
 class GroupStatus:
     """Part of a service group's status: ``processes`` maps each recorded process to whether it runs."""
 
@@ -330,6 +365,10 @@ class GroupStatus:
 
     def process_lines(self) -> list[str]:
         return [f"  {name:16} {'running' if ok else 'DEAD'}" for name, ok in self.processes.items()]
+
+    def state_lines(self, title: str, at: str, details: Sequence[str]) -> list[str]:
+        """``title`` up (``at`` a place) or DEGRADED, the ``details`` lines, then each process's state."""
+        return [f"{title}: {'up' if self.up else 'DEGRADED'}{at}", *details, *self.process_lines()]
 
 
 def private_secret(path: Path, what: str, down_hint: str) -> str:

@@ -179,18 +179,19 @@ def makedirs(path: str) -> None:
 
 def rename(src: str, dst: str) -> None:
     """Move ``src`` to ``dst`` (which must not exist); atomic on local and HDFS filesystems."""
+    _refuse_existing(src, dst, "rename")
     if is_local(src) and is_local(dst):
         target = local_path(dst)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        if os.path.exists(target):
-            raise StorageError(f"cannot rename {src} to {dst}: the target exists")
         os.rename(local_path(src), target)
         return
     fs, fs_src = _remote(src)
-    _, fs_dst = _remote(dst)
-    if fs.exists(fs_dst):
-        raise StorageError(f"cannot rename {src} to {dst}: the target exists")
-    fs.mv(fs_src, fs_dst, recursive=True)
+    fs.mv(fs_src, _remote(dst)[1], recursive=True)
+
+
+def _refuse_existing(src: str, dst: str, verb: str) -> None:
+    if exists(dst):
+        raise StorageError(f"cannot {verb} {src} to {dst}: the target exists")
 
 
 def exchange(a: str, b: str) -> bool:
@@ -224,10 +225,10 @@ def link_tree(src: str, dst: str) -> None:
 
     For committed checkpoint data, whose files are never modified in place, so sharing them is safe.
     """
-    if is_local(src) and is_local(dst):
+    local = is_local(src) and is_local(dst)
+    _refuse_existing(src, dst, "link" if local else "copy")
+    if local:
         source, target = local_path(src), local_path(dst)
-        if os.path.exists(target):
-            raise StorageError(f"cannot link {src} to {dst}: the target exists")
         for folder, _, names in os.walk(source):
             into = os.path.join(target, os.path.relpath(folder, source))
             os.makedirs(into, exist_ok=True)
@@ -235,10 +236,7 @@ def link_tree(src: str, dst: str) -> None:
                 _link_or_copy(os.path.join(folder, name), os.path.join(into, name))
         return
     fs, fs_src = _remote(src)
-    _, fs_dst = _remote(dst)
-    if fs.exists(fs_dst):
-        raise StorageError(f"cannot copy {src} to {dst}: the target exists")
-    fs.copy(fs_src, fs_dst, recursive=True)
+    fs.copy(fs_src, _remote(dst)[1], recursive=True)
 
 
 def link_parts(sources: Sequence[tuple[str, str]], dst: str) -> None:

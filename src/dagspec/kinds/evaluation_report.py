@@ -15,8 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dagspec.errors import StageFailedError
-from dagspec.kinds.versioned import parse_versioned
+from dagspec.kinds.versioned import parse_versioned, read_versioned, write_versioned
 
 METRICS_FILE = "metrics.json"
 REPORT_VERSION: Literal[1] = 1
@@ -118,9 +117,7 @@ class EvaluationReport(Counts):
 
     def write(self, report_dir: Path) -> Path:
         """Write ``metrics.json`` into a report directory."""
-        path = report_dir / METRICS_FILE
-        path.write_text(self.model_dump_json(indent=2))
-        return path
+        return write_versioned(self, report_dir, METRICS_FILE)
 
 
 def parse_evaluation_report(text: str | bytes, where: str) -> EvaluationReport:
@@ -138,8 +135,6 @@ def parse_evaluation_report(text: str | bytes, where: str) -> EvaluationReport:
 
 def read_evaluation_report(report_dir: Path, *, shown_as: str | None = None) -> EvaluationReport:
     """The validated report of an evaluate stage's report directory; a missing, old, newer or invalid one fails."""
-    path = report_dir / METRICS_FILE
-    where = shown_as or str(report_dir)
-    if not path.is_file():
-        raise StageFailedError(f"{where} is not an evaluate report: no {METRICS_FILE}")
-    return parse_evaluation_report(path.read_bytes(), f"{where}/{METRICS_FILE}")
+    return read_versioned(
+        report_dir, METRICS_FILE, parse_evaluation_report, shown_as=shown_as, not_a="an evaluate report"
+    )

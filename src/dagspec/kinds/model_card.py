@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.versioned import parse_versioned
+from dagspec.kinds.versioned import parse_versioned, read_versioned, write_versioned
 
 if TYPE_CHECKING:
     from dagspec.kinds.base import StageContext
@@ -156,9 +156,7 @@ class ModelCard(BaseModel):
 
     def write(self, model_dir: Path) -> Path:
         """Write ``model.json`` into a model directory."""
-        path = model_dir / MODEL_CARD
-        path.write_text(self.model_dump_json(indent=2))
-        return path
+        return write_versioned(self, model_dir, MODEL_CARD)
 
 
 def parse_model_card(text: str | bytes, where: str) -> ModelCard:
@@ -170,11 +168,7 @@ def parse_model_card(text: str | bytes, where: str) -> ModelCard:
 
 def read_model_card(model_dir: Path, *, shown_as: str | None = None) -> ModelCard:
     """The validated card of a model directory; a missing, old, newer or invalid card fails with why."""
-    path = model_dir / MODEL_CARD
-    where = shown_as or str(model_dir)
-    if not path.is_file():
-        raise StageFailedError(f"{where} is not a model directory: no {MODEL_CARD}")
-    return parse_model_card(path.read_bytes(), f"{where}/{MODEL_CARD}")
+    return read_versioned(model_dir, MODEL_CARD, parse_model_card, shown_as=shown_as, not_a="a model directory")
 
 
 def training_data(ctx: StageContext, roles: tuple[str, ...] = ("train", "validation")) -> dict[str, TrainingData]:

@@ -9,6 +9,8 @@ pydantic here: the Airflow side reads these files too.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -52,3 +54,22 @@ def parse_versioned(
             f"{'.'.join(str(p) for p in error['loc']) or what}: {error['msg']}" for error in exc.errors()
         )
         raise StageFailedError(f"{where} is not a valid {what}: {problems}") from None
+
+
+def write_versioned(model: BaseModel, folder: Path, name: str) -> Path:
+    """Write ``model`` as the file ``name`` of ``folder`` (indented JSON); its path."""
+    path = folder / name
+    path.write_text(model.model_dump_json(indent=2))
+    return path
+
+
+def read_versioned(
+    folder: Path, name: str, parse: Callable[[bytes, str], Model], *, shown_as: str | None, not_a: str
+) -> Model:
+    """The file ``name`` of ``folder`` (shown as ``shown_as``) through ``parse``; fails when there is no
+    such file (``folder`` is then ``not_a`` what the reader wants) and wherever ``parse`` fails."""
+    path = folder / name
+    where = shown_as or str(folder)
+    if not path.is_file():
+        raise StageFailedError(f"{where} is not {not_a}: no {name}")
+    return parse(path.read_bytes(), f"{where}/{name}")

@@ -10,19 +10,7 @@ from pathlib import Path
 from dagspec.job.connect_server import ensure_server, stop_server
 from dagspec.local.airflow_env import airflow_env, ensure_airflow_db, ensure_spark_connection, uses_local_server
 from dagspec.local.history import ensure_history, history_down
-from dagspec.processes import (
-    GroupStatus,
-    ServiceError,
-    ServiceGroup,
-    default_run_dir,
-    http_json,
-    port_free,
-    refuse_if_running,
-    start_all,
-    stop_group,
-    stopped_on_failure,
-    wait_ready,
-)
+from dagspec.processes import GroupStatus, Service, default_run_dir, json_or_none, start_all, wait_ready
 from dagspec.spark_history import DEFAULT_PORT as HISTORY_PORT
 from dagspec.spark_history import HISTORY_URL_ENV, local_history
 from dagspec.spec.roots import STORAGE_ROOT_ENV, deployment_storage_root
@@ -31,6 +19,7 @@ from dagspec.storage import project_home
 AIRFLOW = "airflow"
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
 DEFAULT_PORT = 8080
+SERVICE = Service(AIRFLOW, "Airflow", "dagspec airflow down")
 
 
 def airflow_environment(home: Path, port: int, parallelism: int) -> dict[str, str]:
@@ -83,10 +72,8 @@ class AirflowStatus(GroupStatus):
     def __str__(self) -> str:
         if not self.processes:
             return "Airflow: not running"
-        lines = [f"Airflow: {'up' if self.up else 'DEGRADED'} at {self.url}"]
-        lines.append(f"  login: admin, password in {self.password_file}")
-        lines.append(f"  AIRFLOW_HOME: {self.airflow_home}")
-        lines += self.process_lines()
+        details = [f"  login: admin, password in {self.password_file}", f"  AIRFLOW_HOME: {self.airflow_home}"]
+        lines = self.state_lines("Airflow", f" at {self.url}", details)
         if self.health:
             lines.append("  health: " + ", ".join(f"{k}={v}" for k, v in self.health.items()))
         if self.history:
@@ -96,9 +83,8 @@ class AirflowStatus(GroupStatus):
 
 def airflow_health(url: str) -> dict[str, str]:
     """Component -> status from ``/api/v2/monitor/health`` (empty when the server does not answer)."""
-    try:
-        data = http_json(f"{url}/api/v2/monitor/health", timeout=3)
-    except (OSError, ValueError):
+    data = json_or_none(f"{url}/api/v2/monitor/health")
+    if data is None:
         return {}
     return {name: str((value or {}).get("status")) for name, value in data.items() if isinstance(value, dict)}
 
@@ -116,12 +102,14 @@ def airflow_up(
     watchers of ``schedule: {files: ...}``); wait until healthy."""
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    refuse_if_running(run_dir, AIRFLOW, "dagspec airflow down")
-    if not port_free(port):
-        raise ServiceError(
+    SERVICE.refuse_start(
+        run_dir,
+        [port],
+        lambda port: (
             f"port {port} on 127.0.0.1 is in use (Airflow's UI and API would listen there); "
             f"stop what uses it or pick another port: dagspec airflow up --port N"
-        )
+        ),
+    )
     env = airflow_environment(home, port, parallelism)
     if uses_local_server(env, "spark_default"):
         ensure_server(home, run_dir)  # before the scheduler: a first task must not wait for its start
@@ -138,7 +126,7 @@ def airflow_up(
         ("triggerer", [airflow, "triggerer"]),
     ]
     info = {"url": url, "airflow_home": env["AIRFLOW_HOME"], "home": str(home)}
-    with stopped_on_failure(ServiceGroup(AIRFLOW, [], info), run_dir) as group:
+    with SERVICE.starting(run_dir, info) as group:
         start_all(group, run_dir, specs, env)
 
         def healthy() -> bool:
@@ -163,7 +151,7 @@ def airflow_status(*, home: Path | None = None, run_dir: Path | None = None) -> 
     """Which recorded Airflow processes run, and what the health endpoint says."""
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    group = ServiceGroup.load(run_dir, AIRFLOW)
+    group = SERVICE.load(run_dir)
     if group is None:
         return AirflowStatus(None, None, {})
     url = str(group.info["url"])
@@ -179,5 +167,5 @@ def airflow_down(*, home: Path | None = None, run_dir: Path | None = None) -> st
     """Stop the api-server, scheduler, dag-processor and triggerer, with every task process they started."""
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    stopped = stop_group(run_dir, AIRFLOW, "Airflow")
+    stopped = SERVICE.stop(run_dir)
     return f"{stopped}\n{history_down(home=home, run_dir=run_dir)}\n{stop_server(home, run_dir)}"

@@ -7,23 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from dagspec.job.connect_server import spark_env, spark_home
-from dagspec.processes import (
-    GroupStatus,
-    ServiceError,
-    ServiceGroup,
-    default_run_dir,
-    http_json,
-    port_free,
-    refuse_if_running,
-    start_all,
-    stop_group,
-    stopped_on_failure,
-    wait_ready,
-)
+from dagspec.processes import GroupStatus, Service, default_run_dir, json_or_none, start_all, wait_ready
 from dagspec.storage import project_home
 
 CLUSTER = "cluster"
 MASTER_WEBUI_PORT = 8180  # Spark's default 8080 is Airflow's UI port
+SERVICE = Service(CLUSTER, "Spark cluster", "dagspec cluster down")
 
 
 def cluster_env(run_dir: Path) -> dict[str, str]:
@@ -50,10 +39,11 @@ class ClusterStatus(GroupStatus):
     def __str__(self) -> str:
         if not self.processes:
             return "Spark cluster: not running"
-        lines = [f"Spark cluster: {'up' if self.up else 'DEGRADED'}"]
-        lines.append(f"  master:  {self.master_url}   (web UI {self.webui_url})")
-        lines.append(f"  workers: {self.alive_workers} alive, {self.cores} cores, {self.memory_mb} MB in all")
-        lines += self.process_lines()
+        details = [
+            f"  master:  {self.master_url}   (web UI {self.webui_url})",
+            f"  workers: {self.alive_workers} alive, {self.cores} cores, {self.memory_mb} MB in all",
+        ]
+        lines = self.state_lines("Spark cluster", "", details)
         lines.append(
             f"  use it: export AIRFLOW_CONN_SPARK_DEFAULT='{self.master_url}'  (then `dagspec run ...`)"
             if self.master_url
@@ -63,10 +53,7 @@ class ClusterStatus(GroupStatus):
 
 
 def _master_json(webui_url: str) -> dict[str, Any] | None:
-    try:
-        data = http_json(f"{webui_url}/json/", timeout=3)
-    except (OSError, ValueError):
-        return None
+    data = json_or_none(f"{webui_url}/json/")
     return data if isinstance(data, dict) else None
 
 
@@ -84,10 +71,11 @@ def cluster_up(
     """Start a Spark standalone master and ``workers`` workers on 127.0.0.1; wait until all registered."""
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    refuse_if_running(run_dir, CLUSTER, "dagspec cluster down")
-    for needed in (port, webui_port):
-        if not port_free(needed):
-            raise ServiceError(f"port {needed} on 127.0.0.1 is in use; stop what uses it or pick another port")
+    SERVICE.refuse_start(
+        run_dir,
+        [port, webui_port],
+        lambda needed: f"port {needed} on 127.0.0.1 is in use; stop what uses it or pick another port",
+    )
     spark_class = str(spark_home() / "bin" / "spark-class")
     master_url = f"spark://127.0.0.1:{port}"
     webui_url = f"http://127.0.0.1:{webui_port}"
@@ -112,7 +100,7 @@ def cluster_up(
         )  # fmt: skip
     exited = "a Spark process exited while the cluster was starting"
     info = {"master_url": master_url, "webui_url": webui_url, "home": str(home)}
-    with stopped_on_failure(ServiceGroup(CLUSTER, [], info), run_dir) as group:
+    with SERVICE.starting(run_dir, info) as group:
         # the master first: workers that start before it retry with a back-off that costs seconds
         start_all(group, run_dir, specs[:1], env)
         late = f"the Spark master did not answer on {webui_url} within {timeout:.0f} s"
@@ -139,7 +127,7 @@ def cluster_status(*, home: Path | None = None, run_dir: Path | None = None) -> 
     """Which recorded cluster processes run, and what the master reports."""
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    group = ServiceGroup.load(run_dir, CLUSTER)
+    group = SERVICE.load(run_dir)
     if group is None:
         return ClusterStatus(None, None, {}, None)
     webui_url = str(group.info["webui_url"])
@@ -158,4 +146,4 @@ def cluster_down(*, home: Path | None = None, run_dir: Path | None = None) -> st
     """Stop the cluster's master and workers (and any executor they started)."""
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    return stop_group(run_dir, CLUSTER, "Spark cluster")
+    return SERVICE.stop(run_dir)

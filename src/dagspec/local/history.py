@@ -12,18 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagspec.job.connect_server import spark_env, spark_home
-from dagspec.processes import (
-    ServiceError,
-    ServiceGroup,
-    default_run_dir,
-    http_json,
-    port_free,
-    refuse_if_running,
-    start_all,
-    stop_group,
-    stopped_on_failure,
-    wait_ready,
-)
+from dagspec.processes import Service, ServiceError, default_run_dir, json_or_none, start_all, wait_ready
 from dagspec.spark_history import (
     DEFAULT_PORT,
     GROUP,
@@ -38,6 +27,7 @@ from dagspec.storage import project_home
 __all__ = ["DEFAULT_PORT", "HistoryStatus", "ensure_history", "history_down", "history_status", "history_up"]
 HISTORY_CLASS = "org.apache.spark.deploy.history.HistoryServer"
 UPDATE_INTERVAL = "3s"  # how often it reads the event logs again: a running stage's jobs show this late
+HISTORY = Service(GROUP, "Spark History Server", "dagspec history down")
 
 
 @dataclass
@@ -81,10 +71,7 @@ def write_properties(path: Path, events: str, key: str, port: int) -> list[str]:
 
 def _answers(server: HistoryServer) -> int | None:
     """How many applications the server lists (None: it does not answer yet)."""
-    try:
-        apps = http_json(f"{server.url}/api/v1/applications", timeout=3, headers=server.headers())
-    except (OSError, ValueError):
-        return None
+    apps = json_or_none(f"{server.url}/api/v1/applications", headers=server.headers())
     return len(apps) if isinstance(apps, list) else None
 
 
@@ -94,13 +81,13 @@ def history_up(
     """Start the History Server on the project's event logs, on 127.0.0.1:``port``; wait until it answers."""
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    refuse_if_running(run_dir, GROUP, "dagspec history down")
-    if not port_free(port):
-        raise ServiceError(f"port {port} on 127.0.0.1 is in use; stop what uses it or pick another: --port N")
+    HISTORY.refuse_start(
+        run_dir, [port], lambda port: f"port {port} on 127.0.0.1 is in use; stop what uses it or pick another: --port N"
+    )
     argv = write_properties(run_dir / "history.properties", events_dir(home).as_uri(), history_key(home), port)
     url = f"http://127.0.0.1:{port}"
     info = {"url": url, "events": str(events_dir(home)), "home": str(home)}
-    with stopped_on_failure(ServiceGroup(GROUP, [], info), run_dir) as group:
+    with HISTORY.starting(run_dir, info) as group:
         start_all(group, run_dir, [("spark-history", argv)], spark_env(run_dir))
         server = HistoryServer(url, history_key(home))
         wait_ready(
@@ -128,7 +115,7 @@ def ensure_history(home: Path, run_dir: Path, port: int = DEFAULT_PORT) -> str:
 def history_status(*, home: Path | None = None, run_dir: Path | None = None) -> HistoryStatus:
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    group = ServiceGroup.load(run_dir, GROUP)
+    group = HISTORY.load(run_dir)
     if group is None:
         return HistoryStatus(None, None, False)
     server = local_history(home, run_dir)
@@ -140,7 +127,7 @@ def history_status(*, home: Path | None = None, run_dir: Path | None = None) -> 
 def history_down(*, home: Path | None = None, run_dir: Path | None = None) -> str:
     home = home or project_home()
     run_dir = run_dir or default_run_dir(home)
-    return stop_group(run_dir, GROUP, "Spark History Server")
+    return HISTORY.stop(run_dir)
 
 
 def main(argv: list[str]) -> None:

@@ -215,8 +215,28 @@ class _Planner:
             key["partition"] = partition.key
         published = kind.published_path(model)
         folder = f"{spec.dag_id}/{name}" + (f"/{PARTITIONS_DIR}/{partition.key}" if partition else "")
+        return self._resolved(
+            name,
+            kind,
+            model,
+            key,
+            folder,
+            inputs=inputs,
+            source_files=files,
+            conf=conf,
+            publish_path=checkpoint.export_target(self.root, published) if published else None,
+            pending=sorted(pending),
+            blocked=blocked,
+            partition=partition.key if partition else "",
+        )
+
+    def _resolved(
+        self, name: str, kind: KindDef, model: StageParams, key: dict[str, Any], folder: str, **rest: Any
+    ) -> ResolvedStage:
+        """A stage of this spec with its fingerprint ``key``, stored in ``folder`` under the root; ``rest``:
+        the fields that differ between a stage (or partition) and a partitioned stage."""
         return ResolvedStage(
-            dag_id=spec.dag_id,
+            dag_id=self.spec.dag_id,
             name=name,
             kind=kind.name,
             params=model,
@@ -225,17 +245,11 @@ class _Planner:
             storage_root=self.root,
             stage_dir=storage.join_under(self.root, folder),
             home=str(self.home),
-            inputs=inputs,
             outputs=dict(kind.output_types(model)),
-            source_files=files,
-            conf=conf,
-            publish_path=checkpoint.export_target(self.root, published) if published else None,
-            written_name=spec.written_stage(name),
-            pending=sorted(pending),
+            written_name=self.spec.written_stage(name),
             run_params=self.run_params,
             run_id=str(self.context.get("run_id") or ""),
-            blocked=blocked,
-            partition=partition.key if partition else "",
+            **rest,
         )
 
     def partitioned(self, name: str, kind: KindDef) -> ResolvedStage:
@@ -258,22 +272,14 @@ class _Planner:
             parts[partition.key] = resolved
         model = render_params(self.spec, name, kind, self.context)  # a stand-in partition: what the kind is
         key = {"kind": kind.name, "partitions": {k: p.fingerprint for k, p in parts.items()}}
-        return ResolvedStage(
-            dag_id=self.spec.dag_id,
-            name=name,
-            kind=kind.name,
-            params=model,
-            key=key,
-            fingerprint=fingerprint_of(key),
-            storage_root=self.root,
-            stage_dir=storage.join_under(self.root, f"{self.spec.dag_id}/{name}"),
-            home=str(self.home),
-            outputs=dict(kind.output_types(model)),
+        return self._resolved(
+            name,
+            kind,
+            model,
+            key,
+            f"{self.spec.dag_id}/{name}",
             conf=_stage_conf(self.spec, name),
-            written_name=self.spec.written_stage(name),
             pending=sorted({n for p in parts.values() for n in p.pending} | set(waiting)),
-            run_params=self.run_params,
-            run_id=str(self.context.get("run_id") or ""),
             blocked=sorted({b for p in parts.values() for b in p.blocked}),
             partitioned=True,
             partitions=parts,

@@ -5,6 +5,8 @@ The models, their data and the ``test_saved_model`` kind are in this folder's ``
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pytest
 from scipy.spatial import cKDTree
@@ -14,26 +16,30 @@ from tests.helpers import load_and_run, manifest, write_spec
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("saved_model_kind")]
 
 
+def run_predict(spark, tmp_path, model_dir, data, scores: str):
+    """Run a spec of the saved model at ``model_dir``, the Parquet events at ``data`` and the
+    ``scores`` stages (YAML) that read them as ``model`` and ``events``; returns the plan."""
+    stages = (
+        f'model: {{kind: test_saved_model, params: {{path: "{model_dir}"}}}}\n'
+        f'events: {{kind: read, params: {{format: parquet, path: "{data}"}}}}\n' + textwrap.dedent(scores).strip()
+    )
+    return load_and_run(spark, write_spec(tmp_path / "pipelines", "stages:\n" + textwrap.indent(stages, "  ")))
+
+
 def test_predict_keeps_key_and_passthrough_and_matches_the_model(
     spark, home, tmp_path, keras_models, events_parquet
 ) -> None:
-    spec = write_spec(
-        tmp_path / "pipelines",
-        f"""
-        stages:
-          model: {{kind: test_saved_model, params: {{path: "{keras_models["dirs"]["dense"]}"}}}}
-          events: {{kind: read, params: {{format: parquet, path: "{events_parquet}"}}}}
+    scores = """
           scores:
             kind: predict
-            inputs: {{model: model, data: events}}
-            params: {{key_col: event_id, passthrough: [note], batch_size: 100}}
+            inputs: {model: model, data: events}
+            params: {key_col: event_id, passthrough: [note], batch_size: 100}
           scores_array:
             kind: predict
-            inputs: {{model: model, data: events}}
-            params: {{probabilities: array, batch_size: 5000}}
-        """,
-    )
-    plan = load_and_run(spark, spec)
+            inputs: {model: model, data: events}
+            params: {probabilities: array, batch_size: 5000}
+        """
+    plan = run_predict(spark, tmp_path, keras_models["dirs"]["dense"], events_parquet, scores)
     out = spark.read.parquet(plan["scores"].output_path("data"))
     assert out.columns == ["event_id", "note", "prob_0", "prob_1", "prob_2", "prediction"]
     assert dict(out.dtypes)["prediction"] == "int"
@@ -66,16 +72,10 @@ def test_predict_keeps_key_and_passthrough_and_matches_the_model(
 def test_predict_binary_sigmoid_model_gives_two_probabilities(
     spark, home, tmp_path, keras_models, events_parquet
 ) -> None:
-    spec = write_spec(
-        tmp_path / "pipelines",
-        f"""
-        stages:
-          model: {{kind: test_saved_model, params: {{path: "{keras_models["dirs"]["binary"]}"}}}}
-          events: {{kind: read, params: {{format: parquet, path: "{events_parquet}"}}}}
-          scores: {{kind: predict, inputs: {{model: model, data: events}}, params: {{key_col: event_id}}}}
-        """,
-    )
-    plan = load_and_run(spark, spec)
+    scores = """
+          scores: {kind: predict, inputs: {model: model, data: events}, params: {key_col: event_id}}
+        """
+    plan = run_predict(spark, tmp_path, keras_models["dirs"]["binary"], events_parquet, scores)
     rows = spark.read.parquet(plan["scores"].output_path("data")).toPandas().sort_values("event_id")
     p1 = keras_models["reference"]["binary"]
     assert np.abs(rows["prob_1"].to_numpy() - p1).max() < 1e-5
@@ -88,32 +88,20 @@ def test_predict_binary_sigmoid_model_gives_two_probabilities(
 def test_predict_rejects_a_missing_key_column(spark, home, tmp_path, keras_models, events_parquet) -> None:
     from dagspec.errors import StageFailedError
 
-    spec = write_spec(
-        tmp_path / "pipelines",
-        f"""
-        stages:
-          model: {{kind: test_saved_model, params: {{path: "{keras_models["dirs"]["dense"]}"}}}}
-          events: {{kind: read, params: {{format: parquet, path: "{events_parquet}"}}}}
-          scores: {{kind: predict, inputs: {{model: model, data: events}}, params: {{key_col: id}}}}
-        """,
-    )
+    scores = """
+          scores: {kind: predict, inputs: {model: model, data: events}, params: {key_col: id}}
+        """
     with pytest.raises(StageFailedError, match=r"columns \['id'\] are not in the data"):
-        load_and_run(spark, spec)
+        run_predict(spark, tmp_path, keras_models["dirs"]["dense"], events_parquet, scores)
 
 
 def test_predict_two_named_inputs_with_sequences_padded_per_batch(
     spark, home, tmp_path, keras_models, sequences_parquet
 ) -> None:
-    spec = write_spec(
-        tmp_path / "pipelines",
-        f"""
-        stages:
-          model: {{kind: test_saved_model, params: {{path: "{keras_models["dirs"]["sequence"]}"}}}}
-          events: {{kind: read, params: {{format: parquet, path: "{sequences_parquet}"}}}}
-          scores: {{kind: predict, inputs: {{model: model, data: events}}, params: {{key_col: event_id, batch_size: 300}}}}
-        """,
-    )
-    plan = load_and_run(spark, spec)
+    scores = """
+          scores: {kind: predict, inputs: {model: model, data: events}, params: {key_col: event_id, batch_size: 300}}
+        """
+    plan = run_predict(spark, tmp_path, keras_models["dirs"]["sequence"], sequences_parquet, scores)
     rows = spark.read.parquet(plan["scores"].output_path("data")).toPandas().sort_values("event_id")
     # the reference padded everything to the longest event; masking makes the padding irrelevant
     expected = keras_models["reference"]["sequence"]

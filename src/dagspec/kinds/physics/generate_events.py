@@ -51,17 +51,10 @@ class GeneratePhysicsEventsParams(StageParams):
 def seed_schemas() -> tuple[StructType, pa.Schema]:
     """The seed schema as Spark declares it and as the Arrow batches carry it (nothing nullable)."""
     import pyarrow as pa
-    from pyspark.sql import types as T
 
-    doubles = T.ArrayType(T.DoubleType(), containsNull=False)
-    spark_schema = T.StructType(
-        [
-            T.StructField("event_id", T.LongType(), nullable=False),
-            T.StructField("hfeatures", doubles, nullable=False),
-            T.StructField("lfeatures", T.ArrayType(doubles, containsNull=False), nullable=False),
-            T.StructField("label", T.IntegerType(), nullable=False),
-        ]
-    )
+    from dagspec.kinds.physics.ingest import seed_spark_schema
+
+    spark_schema = seed_spark_schema()
     arrow_doubles = pa.list_(pa.field("element", pa.float64(), nullable=False))
     arrow_schema = pa.schema(
         [

@@ -272,6 +272,20 @@ def needed_columns(params: HepEventFeaturesParams) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def seed_spark_schema(extra: list[T.StructField] | None = None) -> T.StructType:
+    """The seed schema as Spark declares it (nothing nullable), then the ``extra`` fields kept."""
+    doubles = T.ArrayType(T.DoubleType(), containsNull=False)
+    return T.StructType(
+        [
+            T.StructField("event_id", T.LongType(), nullable=False),
+            T.StructField("hfeatures", doubles, nullable=False),
+            T.StructField("lfeatures", T.ArrayType(doubles, containsNull=False), nullable=False),
+            T.StructField("label", T.IntegerType(), nullable=False),
+            *(extra or []),
+        ]
+    )
+
+
 def build_event_features(
     df: DataFrame,
     params: HepEventFeaturesParams,
@@ -295,16 +309,7 @@ def build_event_features(
     id_col = params.event_id_col or _EVENT_ID
     source = df.select(*needed, *([] if params.event_id_col else [F.monotonically_increasing_id().alias(_EVENT_ID)]))
     kept = [f for f in df.schema.fields if f.name in params.keep_columns]
-    doubles = T.ArrayType(T.DoubleType(), containsNull=False)
-    schema = T.StructType(
-        [
-            T.StructField("event_id", T.LongType(), nullable=False),
-            T.StructField("hfeatures", doubles, nullable=False),
-            T.StructField("lfeatures", T.ArrayType(doubles, containsNull=False), nullable=False),
-            T.StructField("label", T.IntegerType(), nullable=False),
-            *kept,
-        ]
-    )
+    schema = seed_spark_schema(kept)
 
     def transform(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:

@@ -10,7 +10,9 @@ The test joins two such tables on (key, k) and reduces the pairs to a few sums p
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,8 @@ from dagspec.kinds.scoring.metrics import RocPass
 
 PLACEMENTS_DIR = "placements"
 _SCHEMA = "k int, score double, v10 double, v01 double"
+# the placement moments ``PairedSums`` keeps per side: the sum of the product of these columns
+_MOMENTS = ("a", "b", "aa", "bb", "ab")
 
 
 def write_placements(result: RocPass, key_col: str, path: str) -> None:
@@ -72,11 +76,7 @@ def paired_sums(spark: SparkSession, path_a: str, path_b: str) -> tuple[dict[int
         joined.groupBy("k", "pa", "pb")
         .agg(
             F.count(F.lit(1)).alias("n"),
-            F.sum("a").alias("sa"),
-            F.sum("b").alias("sb"),
-            F.sum(F.col("a") * F.col("a")).alias("saa"),
-            F.sum(F.col("b") * F.col("b")).alias("sbb"),
-            F.sum(F.col("a") * F.col("b")).alias("sab"),
+            *[F.sum(reduce(operator.mul, [F.col(c) for c in m])).alias(f"s{m}") for m in _MOMENTS],
         )
         .collect()
     )
@@ -95,20 +95,10 @@ def _paired(sides: Mapping[bool, Any]) -> PairedSums:
         row = sides.get(positive)
         return float(row[name]) if row is not None else 0.0
 
-    return PairedSums(
-        pos=get(True, "n"),
-        neg=get(False, "n"),
-        pos_a=get(True, "sa"),
-        pos_b=get(True, "sb"),
-        pos_aa=get(True, "saa"),
-        pos_bb=get(True, "sbb"),
-        pos_ab=get(True, "sab"),
-        neg_a=get(False, "sa"),
-        neg_b=get(False, "sb"),
-        neg_aa=get(False, "saa"),
-        neg_bb=get(False, "sbb"),
-        neg_ab=get(False, "sab"),
-    )
+    sides_sums = {
+        f"{side}_{m}": get(positive, f"s{m}") for side, positive in (("pos", True), ("neg", False)) for m in _MOMENTS
+    }
+    return PairedSums(pos=get(True, "n"), neg=get(False, "n"), **sides_sums)
 
 
 def paired_tests(

@@ -20,19 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.base import (
-    FILES,
-    TABLE,
-    DriverNeed,
-    InputRole,
-    Inputs,
-    Outputs,
-    StageContext,
-    StageParams,
-    kind,
-)
+from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
 from dagspec.kinds.class_names import label_class_names
 from dagspec.kinds.model_card import ModelCard, training_data
+from dagspec.kinds.training.trainer import MODEL_OUTPUT, TRAINER_INPUTS, by_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -135,19 +126,12 @@ class TrainKerasParams(StageParams):
         return "binary" if self.architecture in BINARY_ARCHITECTURES else "multiclass"
 
 
-def driver_need(params: TrainKerasParams) -> tuple[DriverNeed, str]:
-    """workers: 1 trains in the stage's process; barrier tasks (workers >= 2) are an RDD API."""
-    if params.workers == 1:
-        return "process", "trains from the Parquet shards (workers: 1)"
-    return "own", "trains over Spark barrier tasks (workers >= 2), an RDD API"
-
-
 @kind(
     "train_keras",
     params=TrainKerasParams,
-    inputs={"train": TABLE, "validation": InputRole(TABLE, required=False)},
-    outputs={"model": FILES},
-    driver=driver_need,
+    inputs=TRAINER_INPUTS,
+    outputs=MODEL_OUTPUT,
+    driver=by_workers("trains over Spark barrier tasks (workers >= 2), an RDD API"),
     driver_reason="trains in its process (workers: 1) or over Spark barrier tasks (workers >= 2, an RDD API)",
 )
 def train_keras(inputs: Inputs, params: TrainKerasParams, ctx: StageContext) -> Outputs:

@@ -13,12 +13,33 @@ from typing import Any, Literal
 from pydantic import Field
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.base import FILES, TABLE, InputRole, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
 from dagspec.kinds.model_card import ModelCard, training_data
+from dagspec.kinds.training.trainer import MODEL_OUTPUT, TRAINER_INPUTS
 
 ARTIFACT = "spark_model"
 PROBABILITY_COL = "__probability"
 _NUMERIC = {"byte", "short", "integer", "long", "float", "double", "decimal"}
+# per model: each param the card records -> its Spark ML argument ("": none, it is applied before the fit)
+_MODEL_PARAMS: dict[str, dict[str, str]] = {
+    "logistic_regression": {
+        "max_iter": "maxIter",
+        "reg_param": "regParam",
+        "elastic_net_param": "elasticNetParam",
+        "standardization": "standardization",
+    },
+    "random_forest": {
+        "num_trees": "numTrees",
+        "max_depth": "maxDepth",
+        "max_bins": "maxBins",
+        "min_instances_per_node": "minInstancesPerNode",
+        "impurity": "impurity",
+        "feature_subset_strategy": "featureSubsetStrategy",
+        "subsampling_rate": "subsamplingRate",
+        "missing_value": "",
+        "seed": "seed",
+    },
+}
 
 
 class TrainSparkMLParams(StageParams):
@@ -58,8 +79,8 @@ class TrainSparkMLParams(StageParams):
 @kind(
     "train_spark_ml",
     params=TrainSparkMLParams,
-    inputs={"train": TABLE, "validation": InputRole(TABLE, required=False)},
-    outputs={"model": FILES},
+    inputs=TRAINER_INPUTS,
+    outputs=MODEL_OUTPUT,
     driver="own",
     driver_reason="a Spark ML fit keeps its optimizer state on the driver; a shared Connect server would "
     "hold every stage's",
@@ -109,47 +130,11 @@ def train_spark_ml(inputs: Inputs, params: TrainSparkMLParams, ctx: StageContext
         "predictionCol": "__prediction",
         "rawPredictionCol": "__raw_prediction",
     }
-    if params.model == "logistic_regression":
-        stages.append(
-            LogisticRegression(
-                maxIter=params.max_iter,
-                regParam=params.reg_param,
-                elasticNetParam=params.elastic_net_param,
-                standardization=params.standardization,
-                **common,
-            )
-        )
-        model_params: dict[str, Any] = {
-            "max_iter": params.max_iter,
-            "reg_param": params.reg_param,
-            "elastic_net_param": params.elastic_net_param,
-            "standardization": params.standardization,
-        }
-    else:
-        stages.append(
-            RandomForestClassifier(
-                numTrees=params.num_trees,
-                maxDepth=params.max_depth,
-                maxBins=params.max_bins,
-                minInstancesPerNode=params.min_instances_per_node,
-                impurity=params.impurity,
-                featureSubsetStrategy=params.feature_subset_strategy,
-                subsamplingRate=params.subsampling_rate,
-                seed=params.seed,
-                **common,
-            )
-        )
-        model_params = {
-            "num_trees": params.num_trees,
-            "max_depth": params.max_depth,
-            "max_bins": params.max_bins,
-            "min_instances_per_node": params.min_instances_per_node,
-            "impurity": params.impurity,
-            "feature_subset_strategy": params.feature_subset_strategy,
-            "subsampling_rate": params.subsampling_rate,
-            "missing_value": params.missing_value,
-            "seed": params.seed,
-        }
+    # the card records the model's params by their names here; Spark ML takes them by its own
+    model_params = {name: getattr(params, name) for name in _MODEL_PARAMS[params.model]}
+    spark_args = {arg: model_params[name] for name, arg in _MODEL_PARAMS[params.model].items() if arg}
+    estimator = LogisticRegression if params.model == "logistic_regression" else RandomForestClassifier
+    stages.append(estimator(**spark_args, **common))
     data = train.withColumn(params.label_col, train[params.label_col].cast("double"))
     out = ctx.local_output_dir("model")
     with ResourceMonitor() as monitor:

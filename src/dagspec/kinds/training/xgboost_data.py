@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -26,23 +26,7 @@ from dagspec.storage import local_path
 
 if TYPE_CHECKING:
     from dagspec.kinds.model_card import Features
-
-
-class MatrixParams(Protocol):
-    """What ``quantile_matrix`` reads of the stage's params (``TrainXGBoostParams`` has it)."""
-
-    @property
-    def label_col(self) -> str: ...
-    @property
-    def max_bin(self) -> int: ...
-    @property
-    def batch_rows(self) -> int: ...
-    @property
-    def in_memory_max_mb(self) -> int: ...
-    @property
-    def external_min_mb(self) -> int: ...
-    @property
-    def load(self) -> str: ...
+    from dagspec.kinds.training.xgboost_params import TrainXGBoostParams
 
 
 LoadMode = Literal["memory", "stream", "external"]
@@ -152,10 +136,10 @@ def uncompressed_mb(files: list[str], columns: list[str]) -> float:
     return total / 2**20
 
 
-def load_mode(files: list[str], features: Features, params: MatrixParams) -> LoadMode:
+def load_mode(files: list[str], features: Features, params: TrainXGBoostParams) -> LoadMode:
     """How ``quantile_matrix`` loads the shards: as asked, or by their decoded size (Parquet footers)."""
     if params.load in ("memory", "stream", "external"):
-        return params.load  # type: ignore[return-value]
+        return params.load
     size_mb = uncompressed_mb(files, [params.label_col, *features.input_columns])
     if size_mb <= params.in_memory_max_mb:
         return "memory"
@@ -165,7 +149,7 @@ def load_mode(files: list[str], features: Features, params: MatrixParams) -> Loa
 
 
 def quantile_matrix(
-    files: list[str], features: Features, params: MatrixParams, ref: Any = None, cache_dir: Path | None = None
+    files: list[str], features: Features, params: TrainXGBoostParams, ref: Any = None, cache_dir: Path | None = None
 ) -> tuple[Any, LoadMode]:
     """A QuantileDMatrix of the shards, and how it was loaded (``load_mode``).
 
