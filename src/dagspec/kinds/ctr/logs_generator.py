@@ -54,12 +54,12 @@ CAT_EXPONENT = [24.2, 12.0, 5.9, 20.9, 17.6, 102.4, 6.4, 17.0, 103.1, 24.8, 28.5
 CAT_GROUPS = {  # name: (columns, effect scale)
     "early": ([5, 8, 12, 15, 16, 18, 24, 25], 0.22),  # <= 155 values, a large head: learned from 10^4 lines
     "slow": ([0, 1, 3, 4, 7, 9, 10, 13, 14, 17, 19, 20, 21, 22], 0.3),  # a large head, a tail never learned
-    "growing": ([2, 6, 11, 23], 1.2),  # a small head: learned more with every decade of lines
+    "growing": ([2, 6, 11, 23], 2.0),  # a small head: learned more with every decade of lines
 }
 BASE_CTR = 0.034  # the default click rate (docs/ctr.md, "Synthetic logs": why not 0.03)
-INTEGER_EFFECTS = {0: 0.14, 2: -0.2, 7: 0.1, 10: 0.2}  # column -> coefficient of its centred log1p
+INTEGER_EFFECTS = {0: 0.145, 2: -0.215, 7: 0.11, 10: 0.215}  # column -> coefficient of its centred log1p
 INTERACTION_SCALE = 0.8
-SIGNAL_SCALE = 1.0  # all of the signal: the calibration knob of bench/generator_calibration.py
+SIGNAL_SCALE = 1.1  # all of the signal: the calibration knob of bench/generator_calibration.py
 CALIBRATION_ROWS = 20_000
 
 
