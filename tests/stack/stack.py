@@ -21,12 +21,12 @@ WORK = REPO / ".dagspec" / "stack"
 # the stack's copies of the shipped specs: criteo_ctr with one small train size (a matrix is fixed
 # by the spec, no run can change it; a second size doubled the own-driver trainings, each a
 # spark-submit of its own, and added minutes to the run, the test's critical path) and three retries, so a fault's retry outlasts a restart; its
-# gate's floor (0.7, for the default sizes) lowered to better than chance: xgb_single on 2000 rows
+# gate's floor (0.65, for the default sizes) lowered to better than chance: xgb_single on 2000 rows
 # reached ROC AUC 0.571 in the stack, and the gate failed the run (rightly, for those sizes)
 SMALL_SIZES = {
     "default: [10000, 30000, 100000]": "default: [2000]",
     "__100000": "__2000",
-    "params: {metric: roc_auc, min: 0.7}": "params: {metric: roc_auc, min: 0.5}",
+    "params: {metric: roc_auc, min: 0.65}": "params: {metric: roc_auc, min: 0.5}",
 }
 
 

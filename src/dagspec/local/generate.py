@@ -79,7 +79,9 @@ def add_criteo_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``dagspec generate criteo``."""
     parser.add_argument("--rows", type=int, required=True, help="total rows over all days")
     parser.add_argument("--days", type=int, default=1, help="day files (day_00.tsv, ...)")
-    parser.add_argument("--base-ctr", type=float, default=0.03, help="click rate (default 0.03)")
+    from dagspec.kinds.ctr.logs_generator import BASE_CTR
+
+    parser.add_argument("--base-ctr", type=float, default=BASE_CTR, help=f"click rate (default {BASE_CTR})")
     parser.add_argument("--partitions-per-day", type=int, default=2)
     parser.add_argument("--compress", action="store_true", help="write day_NN.tsv.gz")
     _common(parser)

@@ -1,5 +1,5 @@
-"""The log generator writes in one pass and caches nothing: caching 12.1M generated lines once ran
-the Spark Connect server's 4g heap out (the 10^7-row scale run)."""
+"""The log generator writes in one pass and caches nothing (caching 12.1M generated lines once ran
+the Spark Connect server's 4g heap out: the 10^7-row scale run), and a value's effect is its own."""
 
 from __future__ import annotations
 
@@ -30,3 +30,21 @@ def test_the_generator_counts_its_rows_and_clicks_while_writing_and_caches_nothi
     assert stats["rows"] == len(labels) == 3000
     assert stats["ctr"] == pytest.approx(labels.count("1") / 3000)
     assert abs(stats["ctr"] - 0.25) < 0.05
+
+
+def test_a_value_has_one_effect_on_every_line(spark, monkeypatch: pytest.MonkeyPatch) -> None:
+    # only C3's values carry the signal: the logit must then be a function of C3's value. A random
+    # draw repeated inside `when` branches is a draw of its own that skips the rows the branch
+    # skips, so a value and its effect came from different lines (the signal could not be learned)
+    from pyspark.sql import functions as F
+
+    from dagspec.kinds.ctr import logs_generator
+
+    monkeypatch.setattr(logs_generator, "INTEGER_EFFECTS", {})
+    monkeypatch.setattr(logs_generator, "INTERACTION_SCALE", 0.0)
+    monkeypatch.setattr(logs_generator, "cat_scale", lambda column: 1.0 if column == 2 else 0.0)
+    frame = logs_generator.criteo_frame(spark, 4000, 2, seed=9)
+    per_value = frame.groupBy("C3").agg(F.countDistinct("signal").alias("n"), F.count("*").alias("lines"))
+    assert per_value.where("n > 1").count() == 0
+    # and the values differ: the head (index 0) has no effect, the others one each
+    assert frame.select(F.countDistinct("signal")).first()[0] > 20

@@ -34,7 +34,7 @@ def test_criteo_ctr_pipeline_on_the_real_sample(spark, home, tmp_path: Path) -> 
     spec = (REPO / "pipelines" / "criteo_ctr.yaml").read_text()
     spec = spec.replace("default: [10000, 30000, 100000]", "default: [100, 400]")
     spec = spec.replace("__100000", "__400").replace(
-        "params: {metric: roc_auc, min: 0.7}", "params: {metric: roc_auc, min: 0}"
+        "params: {metric: roc_auc, min: 0.65}", "params: {metric: roc_auc, min: 0}"
     )
     small = tmp_path / "pipelines" / "criteo_ctr.yaml"
     small.parent.mkdir()

@@ -143,8 +143,9 @@ def test_single_node_models_rank_held_out_rows_above_chance(spark, home, tmp_pat
         """,
     )
     plan = load_and_run(spark, spec)
-    # measured with generator seeds 3, 11, 42: hashed 0.711-0.743, as_is 0.661-0.685 (chance: 0.5)
-    for name, held, bound in (("xgb_h", "held_h", 0.65), ("xgb_a", "held_a", 0.6)):
+    # measured with generator seeds 3, 11, 42: hashed 0.574-0.620, as_is 0.568-0.616 (chance: 0.5;
+    # the generated logs are as hard as the real ones: 2,100 lines teach 12 rounds little)
+    for name, held, bound in (("xgb_h", "held_h", 0.55), ("xgb_a", "held_a", 0.54)):
         test = spark.read.parquet(plan[held].output_path("test"))
         _, predictions = _predict(spark, plan[name], test, ("label",))
         scored = predictions.collect()

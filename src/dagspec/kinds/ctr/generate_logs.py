@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from dagspec.kinds.base import FILES, Inputs, Outputs, StageContext, StageParams, kind
+from dagspec.kinds.ctr.logs_generator import BASE_CTR
 
 
 class GenerateCriteoLogsParams(StageParams):
@@ -13,7 +14,9 @@ class GenerateCriteoLogsParams(StageParams):
     rows: int = Field(ge=0, description="total rows over all days (0 writes empty day files)")
     days: int = Field(default=1, ge=1, le=366)
     seed: int = 42
-    base_ctr: float = Field(default=0.03, gt=0, lt=1, description="fraction of clicks (1 TiB data: ~3%)")
+    base_ctr: float = Field(
+        default=BASE_CTR, gt=0, lt=1, description="fraction of clicks (1 TiB data: ~3%; Kaggle's: ~25%)"
+    )
     partitions_per_day: int = Field(default=2, ge=1)
     compress: bool = Field(default=False, description="write day_NN.tsv.gz instead of day_NN.tsv")
 

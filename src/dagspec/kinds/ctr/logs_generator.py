@@ -4,36 +4,71 @@ The exact raw format (tab separated, no header, label, I1..I13, C1..C26 as 8 hex
 field = missing), one file ``day_NN.tsv`` per day, generated in parallel by Spark partitions with
 Spark SQL expressions only (seeded ``rand``/``randn`` and ``xxhash64``):
 
-- integers: heavy-tailed counts (log-normal, floored), per-column missing rates averaging ~19%;
-  I2 has a few negatives as in the real data;
-- categoricals: per-column cardinalities from 3 to 2 million with power-law frequencies
-  (``index = floor(K * u^a)``), the value the 32-bit hash of (column, index), so a value means
-  the same across days; per-column missing rates averaging ~8%;
-- label: Bernoulli(sigmoid(b0 + signal)); the signal mixes integer effects, per-value categorical
-  effects and pairwise interactions (integer x categorical, categorical x categorical, integer x
-  integer) that a linear model on hashed features cannot express, so trees can win. ``b0`` is
-  calibrated on a 20k-row sample so the click rate is ``base_ctr`` (default 3%, the 1 TiB rate).
+- integers: heavy-tailed counts (log-normal, floored), missing rates (mean ~19%, in co-missing
+  groups) and I8's -1, fitted to the bundled 1,000 lines of the 1 TiB logs;
+- categoricals: the 1 TiB logs' per-column distinct counts (3 to 293 million), a head value and a
+  power law fitted to the sample's number of distinct values, the value the 32-bit hash of
+  (column, index), so a value means the same across days; the sample's missing rates (mean ~8%);
+- label: Bernoulli(sigmoid(b0 + signal)); the signal is mostly per-value effects of categorical
+  values (none for a column's head), grouped so that more lines make more of it learnable, plus
+  integer effects and pairwise interactions (integer x categorical, categorical x categorical,
+  integer x integer) that a linear model cannot express. Calibrated so that xgb_single's learning
+  curve follows the published one (bench/generator_calibration.py; docs/ctr.md, "Synthetic logs").
+  ``b0`` is calibrated on a 20k-row sample so the click rate is ``base_ctr`` (default 3.4%).
 """
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-# missing rates (mean ~0.19 for integers, ~0.08 for categoricals)
-INT_MISSING = [0.45, 0.0, 0.21, 0.22, 0.03, 0.23, 0.04, 0.0, 0.04, 0.45, 0.04, 0.76, 0.22]
-INT_MU = [0.5, 1.8, 2.2, 1.6, 7.5, 3.5, 1.5, 2.5, 3.8, 0.3, 1.0, 0.4, 1.8]
-INT_SIGMA = [1.2, 1.8, 1.6, 1.0, 2.2, 1.7, 1.6, 1.1, 1.4, 0.7, 0.9, 1.1, 1.2]
+# Integers, fitted to the bundled 1 TiB sample (1,000 lines): missing rates (mean 0.19), log-normal
+# mu and sigma of floor(exp(x)) - 1 + INT_MIN (matching its zero share and 25/90/99th percentiles).
+INT_MISSING = [0.23, 0.09, 0.25, 0.52, 0.44, 0.09, 0.03, 0.0, 0.0, 0.09, 0.44, 0.01, 0.25]
+INT_MU = [2.2, 5.2, 1.8, 3.7, 2.1, -0.8, -1.6, 3.0, 1.5, 0.1, 1.4, 7.8, 1.9]
+INT_SIGMA = [1.5, 1.4, 0.9, 1.6, 1.3, 1.6, 1.2, 2.1, 1.3, 0.7, 0.7, 2.1, 1.0]
+INT_MIN = [1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0]  # the sample's I1, I2, I5, I11 are never 0
+# columns missing together in the sample share one draw (the same group number)
+INT_MISSING_GROUP = [0, 1, 2, 3, 4, 1, 5, 6, 7, 1, 4, 8, 2]
+I8_NEGATIVE = 0.055  # the sample's only negatives: I8 = -1 on 5.5% of lines
+# Categoricals: the per-column distinct counts of the 1 TiB logs (24 days, 4.4 billion lines; the
+# embedding table sizes of DLRM's "terabyte" setting), power-law frequencies, so the values seen keep
+# growing with the lines; missing rates of the 1 TiB sample (mean 0.08), in two co-missing groups.
 CAT_CARDINALITY = [
-    1_400, 550, 2_000_000, 500_000, 300, 24, 12_000, 600, 3, 90_000, 5_000, 1_500_000, 3_000,
-    27, 14_000, 1_000_000, 10, 5_000, 2_000, 4, 1_200_000, 18, 15, 100_000, 100, 80_000,
+    227_605_432, 39_060, 17_295, 7_424, 20_265, 3, 7_122, 1_543, 63, 130_229_467, 3_067_956, 405_282, 10,
+    2_209, 11_938, 155, 4, 976, 14, 292_775_614, 40_790_948, 187_188_510, 590_152, 12_973, 108, 36,
 ]  # fmt: skip
-CAT_MISSING = [0.0, 0.0, 0.03, 0.03, 0.0, 0.12, 0.0, 0.0, 0.0, 0.0, 0.0, 0.03, 0.0,
-               0.0, 0.0, 0.03, 0.0, 0.0, 0.44, 0.44, 0.03, 0.76, 0.0, 0.03, 0.44, 0.44]  # fmt: skip
+CAT_MISSING = [0.022, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.022, 0.022, 0.0, 0.0,
+               0.46, 0.0, 0.46, 0.46, 0.0, 0.0, 0.022, 0.022, 0.022, 0.46, 0.0, 0.0, 0.0]  # fmt: skip
+CAT_MISSING_GROUP = [20 if m == 0.022 else 21 if m == 0.46 else 22 + j for j, m in enumerate(CAT_MISSING)]
+# Frequencies: index 0 (the head) on CAT_HEAD of the lines (the sample's top share), the other lines
+# index = floor(cardinality * u^CAT_EXPONENT), the exponent giving the sample's number of distinct
+# values in its 1,000 lines (C1: 306). That law's own index 0 adds to the head, which is therefore
+# more frequent than in the sample (C1 66% against 38%; docs/ctr.md, "Synthetic logs").
+CAT_HEAD = [0.382, 0.139, 0.03, 0.273, 0.213, 0.867, 0.032, 0.142, 0.528, 0.382, 0.382, 0.259, 0.343,
+            0.876, 0.139, 0.879, 0.852, 0.512, 0.431, 0.382, 0.382, 0.382, 0.694, 0.026, 0.524, 0.368]  # fmt: skip
+CAT_EXPONENT = [24.2, 12.0, 5.9, 20.9, 17.6, 102.4, 6.4, 17.0, 103.1, 24.8, 28.5, 6.4, 51.4,
+                5.9, 13.6, 25.3, 30.7, 50.6, 39.3, 24.6, 26.4, 24.7, 9.2, 7.1, 142.3, 72.2]  # fmt: skip
+# The signal's parts: per-value effects (uniform in [-scale, scale]) of the categorical columns, by how
+# many lines a model needs to tell their values apart (xgboost's min_child_weight 20 needs ~700 lines
+# of a value at 3% clicks): docs/ctr.md, "Synthetic logs".
+CAT_GROUPS = {  # name: (columns, effect scale)
+    "early": ([5, 8, 12, 15, 16, 18, 24, 25], 0.22),  # <= 155 values: nearly all lines on the head
+    "slow": ([0, 1, 3, 4, 7, 9, 10, 13, 14, 17, 19, 20, 21, 22], 0.3),  # a large head, a tail never learned
+    "growing": ([2, 6, 11, 23], 2.0),  # a small head: learned more with every decade of lines
+}
+BASE_CTR = 0.034  # the default click rate (docs/ctr.md, "Synthetic logs": why not 0.03)
+INTEGER_EFFECTS = {0: 0.145, 2: -0.215, 7: 0.11, 10: 0.215}  # column -> coefficient of its centred log1p
+INTERACTION_SCALE = 0.8
+SIGNAL_SCALE = 1.1  # all of the signal: the calibration knob of bench/generator_calibration.py
 CALIBRATION_ROWS = 20_000
+
+
+def cat_scale(column: int) -> float:
+    """The effect scale of a categorical column (0-based): its group's (``CAT_GROUPS``)."""
+    return next(scale for columns, scale in CAT_GROUPS.values() if column in columns)
 
 
 def _u(seed: int, salt: int) -> Column:
@@ -43,58 +78,87 @@ def _u(seed: int, salt: int) -> Column:
 
 
 def _effect(column: int, index: Column, scale: float) -> Column:
-    """A fixed pseudo-random effect in [-scale, scale] for each value of a categorical column."""
+    """A fixed pseudo-random effect in [-scale, scale] for each value of a categorical column but its
+    most frequent one (index 0, the head: the column's average lines, effect 0)."""
     from pyspark.sql import functions as F
 
-    return (F.pmod(F.xxhash64(F.lit(column), index, F.lit("effect")), F.lit(2001)) - 1000) / 1000.0 * scale
+    effect = (F.pmod(F.xxhash64(F.lit(column), index, F.lit("effect")), F.lit(2001)) - 1000) / 1000.0 * scale
+    return F.when(index == 0, F.lit(0.0)).otherwise(effect)
+
+
+def _draws(spark: SparkSession, rows: int, days: int, seed: int, partitions: int) -> DataFrame:
+    """``day`` and every random number a line needs, each drawn once, as a column of its own.
+
+    The values and the signal read these columns: a ``rand`` repeated inside ``when`` branches would
+    be a draw of its own, skipped on the rows the branch skips, and the copies would drift apart (a
+    value's effect computed from another line's draw).
+    """
+    from pyspark.sql import functions as F
+
+    base = spark.range(0, rows, 1, numPartitions=partitions)
+    columns = [F.floor(F.col("id") * days / F.lit(max(rows, 1))).cast("int").alias("day")]
+    columns += [F.randn(seed * 1000 + 100 + j).alias(f"_x{j}") for j in range(13)]
+    columns += [_u(seed, 200).alias("_negative")]
+    columns += [_u(seed, 300 + g).alias(f"_int_missing{g}") for g in sorted(set(INT_MISSING_GROUP))]
+    columns += [_u(seed, 400 + j).alias(f"_tail{j}") for j in range(len(CAT_CARDINALITY))]
+    columns += [_u(seed, 600 + j).alias(f"_head{j}") for j in range(len(CAT_CARDINALITY))]
+    columns += [_u(seed, 500 + g).alias(f"_cat_missing{g}") for g in sorted(set(CAT_MISSING_GROUP))]
+    return base.select(*columns)
 
 
 def criteo_frame(spark: SparkSession, rows: int, days: int, seed: int, partitions_per_day: int = 2) -> DataFrame:
     """Columns ``day``, ``signal`` (the logit without the intercept) and the 39 raw fields as strings."""
     from pyspark.sql import functions as F
 
-    base = spark.range(0, rows, 1, numPartitions=max(1, days * partitions_per_day))
-    day = F.floor(F.col("id") * days / F.lit(max(rows, 1))).cast("int")
-    cols: dict[str, Column] = {"day": day}
-    logs: dict[int, Column] = {}
+    draws = _draws(spark, rows, days, seed, max(1, days * partitions_per_day))
+    values: list[Column] = [F.col("day")]
     for j in range(13):
-        raw = F.floor(F.exp(F.randn(seed * 1000 + 100 + j) * INT_SIGMA[j] + INT_MU[j])) - 1
-        value = F.greatest(raw, F.lit(0)).cast("long")
-        if j == 1:  # I2: a few small negatives, as in the real logs
-            value = F.when(_u(seed, 200) < 0.05, -F.floor(_u(seed, 201) * 3).cast("long") - 1).otherwise(value)
-        value = F.when(_u(seed, 300 + j) < INT_MISSING[j], F.lit(None)).otherwise(value)
-        cols[f"I{j + 1}"] = value
-        logs[j] = F.coalesce(F.log1p(F.greatest(value, F.lit(0)).cast("double")) - INT_MU[j], F.lit(0.0))
-    indices: dict[int, Column] = {}
+        raw = F.floor(F.exp(F.col(f"_x{j}") * INT_SIGMA[j] + INT_MU[j])) - 1 + INT_MIN[j]
+        value = F.greatest(raw, F.lit(INT_MIN[j])).cast("long")
+        if j == 7:  # I8: the only negatives, -1
+            value = F.when(F.col("_negative") < I8_NEGATIVE, F.lit(-1).cast("long")).otherwise(value)
+        missing = F.col(f"_int_missing{INT_MISSING_GROUP[j]}") < INT_MISSING[j]
+        values.append(F.when(missing, F.lit(None)).otherwise(value).alias(f"I{j + 1}"))
     for j, cardinality in enumerate(CAT_CARDINALITY):
-        # power law: small indices are frequent; the exponent grows with the cardinality
-        exponent = 1.5 + math.log10(cardinality) / 2
-        index = F.floor(F.pow(_u(seed, 400 + j), exponent) * cardinality).cast("long")
-        index = F.when(_u(seed, 500 + j) < CAT_MISSING[j], F.lit(None)).otherwise(index)
-        indices[j] = index
+        # a head value, then a power law: small indices are frequent
+        tail = F.floor(F.pow(F.col(f"_tail{j}"), CAT_EXPONENT[j]) * cardinality)
+        index = F.when(F.col(f"_head{j}") < CAT_HEAD[j], F.lit(0)).otherwise(tail).cast("long")
+        missing = F.col(f"_cat_missing{CAT_MISSING_GROUP[j]}") < CAT_MISSING[j]
+        values.append(F.when(missing, F.lit(None)).otherwise(index).alias(f"_k{j}"))
+    lines = draws.select(*values)
+    logs = {
+        j: F.coalesce(F.log1p(F.greatest(F.col(f"I{j + 1}"), F.lit(0)).cast("double")) - INT_MU[j], F.lit(0.0))
+        for j in range(13)
+    }
+    indices = {j: F.col(f"_k{j}") for j in range(len(CAT_CARDINALITY))}
+    cols: dict[str, Column] = {"day": F.col("day")}
+    cols.update({f"I{j + 1}": F.col(f"I{j + 1}") for j in range(13)})
+    for j, index in indices.items():
         hashed = F.pmod(F.xxhash64(F.lit(j), index), F.lit(2**32))
         cols[f"C{j + 1}"] = F.when(index.isNull(), F.lit(None)).otherwise(F.lpad(F.lower(F.hex(hashed)), 8, "0"))
 
     def cat_effect(j: int, scale: float) -> Column:
         return F.coalesce(_effect(j, indices[j], scale), F.lit(0.0))
 
-    signal = (
-        0.35 * logs[0] - 0.25 * logs[2] + 0.2 * logs[5] + 0.3 * logs[10] - 0.15 * logs[12]
-        + cat_effect(0, 0.6) + cat_effect(5, 0.8) + cat_effect(8, 0.7) + cat_effect(13, 0.6)
-        + cat_effect(16, 0.7) + cat_effect(19, 0.5) + cat_effect(22, 0.6) + cat_effect(1, 0.4)
-        # interactions a linear model cannot express
-        + 1.2 * (logs[0] > 0.5).cast("double") * F.coalesce((indices[5] < 3).cast("double"), F.lit(0.0))
-        + 2.0 * cat_effect(8, 1.0) * cat_effect(16, 1.0)
-        - 0.8 * (logs[4] > 1.0).cast("double") * (logs[6] > 0.5).cast("double")
-        + 0.6 * F.coalesce((indices[13] < 5).cast("double"), F.lit(0.0)) * logs[10]
-    )  # fmt: skip
+    def flag(condition: Column) -> Column:
+        return F.coalesce(condition.cast("double"), F.lit(0.0))
+
+    integers = sum((coefficient * logs[j] for j, coefficient in INTEGER_EFFECTS.items()), F.lit(0.0))
+    categoricals = [cat_effect(j, cat_scale(j)) for j in range(len(CAT_CARDINALITY))]
+    # interactions a linear model cannot express
+    interactions = INTERACTION_SCALE * (
+        0.5 * flag(logs[0] > 0.5) * flag(indices[12] < 3)
+        + 0.8 * cat_effect(8, 1.0) * cat_effect(16, 1.0)
+        - 0.3 * flag(logs[4] > 1.0) * flag(F.col("I6") > 0)
+        + 0.3 * flag(indices[25] < 5) * logs[10]
+    )
+    signal = F.lit(SIGNAL_SCALE) * (integers + sum(categoricals, F.lit(0.0)) + interactions)
     # a null anywhere would make the label null: every term above is coalesced, this guards it
     cols["signal"] = F.coalesce(signal, F.lit(0.0))
-    frame = base.select(*[c.alias(name) for name, c in cols.items()])
-    return frame
+    return lines.select(*[c.alias(name) for name, c in cols.items()])
 
 
-def calibrate_intercept(spark: SparkSession, seed: int, base_ctr: float) -> float:
+def calibrate_intercept(spark: SparkSession, seed: int, base_ctr: float = BASE_CTR) -> float:
     """b0 such that mean(sigmoid(b0 + signal)) = base_ctr over a 20k-row sample (bisection)."""
     import numpy as np
 
@@ -130,7 +194,7 @@ def write_criteo_logs(
     rows: int,
     days: int,
     seed: int,
-    base_ctr: float = 0.03,
+    base_ctr: float = BASE_CTR,
     partitions_per_day: int = 2,
     compress: bool = False,
 ) -> dict[str, float]:
