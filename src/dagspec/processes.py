@@ -6,8 +6,7 @@ the spark-submits they start - is stopped with it by one signal to the group. Th
 groups and start times are recorded in ``<home>/.dagspec/run/<group>.json``, each process's output
 in ``<home>/.dagspec/run/<name>.log``.
 
-Why not the stock scripts: ``sbin/start-master.sh`` daemonizes through ``nohup`` and loses the
-process group, and ``airflow standalone`` starts 32 executor workers and leaves orphans on SIGTERM.
+Not the stock scripts: ``sbin/start-master.sh`` loses the process group (``nohup``); ``airflow standalone`` starts 32 executor workers and leaves orphans on SIGTERM.
 """
 
 from __future__ import annotations
