@@ -27,7 +27,7 @@ from dagspec.job.failure import stage_failure
 from dagspec.job.partitions import run_partitions
 from dagspec.job.progress import watch_progress
 from dagspec.job.runtime import run_stage
-from dagspec.job.session import create_session, stop_session
+from dagspec.job.session import create_session
 from dagspec.kinds.catalog import load_catalog, plugins_dir
 from dagspec.plan.failure import StageFailure, write_record
 from dagspec.plan.modes import STAGE_ON_STDIN, is_session_conf, redact_url
@@ -252,7 +252,7 @@ def main(argv: list[str]) -> int:
                 result = run_stage(spark, stage, force=force)
         finally:
             with contextlib.suppress(Exception):  # a dead Connect server cannot release the session
-                stop_session(spark)
+                spark.stop()
     except Exception as exc:  # reported, cause first; exit 1
         report_failure(stage, exc, url)
         return 1

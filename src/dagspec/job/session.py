@@ -69,24 +69,12 @@ def sibling_session(spark: SparkSession) -> SparkSession:
     return session
 
 
-def stop_session(spark: SparkSession) -> None:
-    """Stop a session; a Connect client asks its server once to release it, without retries.
-
-    With its retries, a client whose server has died spent ~13 s more trying to release its session
-    after the stage had already failed; a server that misses the one request ends the session at its
-    idle timeout.
-    """
-    if _REMOTES.pop(id(spark), None) is not None:
-        _CONFS.pop(id(spark), None)
-        spark.client.set_retry_policies([])
-    spark.stop()
-
-
 def release_sibling(session: SparkSession) -> None:
     """End a session ``sibling_session`` made: a Connect server session is released; a classic one
     shares its SparkContext with the stage's own session and is left to it."""
-    if id(session) in _REMOTES:
-        stop_session(session)
+    if _REMOTES.pop(id(session), None) is not None:
+        _CONFS.pop(id(session), None)
+        session.stop()
 
 
 def server_record(spark: SparkSession) -> dict[str, Any] | None:
