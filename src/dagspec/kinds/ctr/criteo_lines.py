@@ -88,13 +88,17 @@ def parse_lines(spark: SparkSession, files: list[str], params: LineOptions, deli
     )
 
 
-def good_rows(spark: SparkSession, files: list[str], params: LineOptions, delimiter: str) -> DataFrame:
+def good_rows(
+    spark: SparkSession, files: list[str], params: LineOptions, delimiter: str, *, as_read_only: bool = False
+) -> DataFrame:
     """The typed Criteo rows of the lines ``parse_lines`` finds good, at the cost of Spark's CSV reader.
 
     Spark's CSV reader types the fields itself (label a string, I-columns longs); a line it parses
     whole with a label of ``0`` or ``1`` (and hex categoricals where asked) is a good row as read.
-    Only the other lines are split again into strings and given the rules (their raw line is the
-    reader's corrupt record, or the fields joined again when only the label was odd).
+    The other lines are split again into strings and given the rules (their raw line is the
+    reader's corrupt record, or the fields joined again when only the label was odd); with
+    ``as_read_only`` they are left out, and the query is the reader's alone (the rules' code in
+    the same generated stage costs the reader a third more even when no line runs it).
     """
     from pyspark.sql import functions as F
 
@@ -108,12 +112,14 @@ def good_rows(spark: SparkSession, files: list[str], params: LineOptions, delimi
     if params.categoricals == "int":
         for name in CRITEO_CATEGORICAL_COLUMNS:
             fast = fast & (F.col(name).isNull() | F.col(name).rlike(_HEX32))
+    as_read = [F.col("label").cast("int").alias("label"), *(F.col(n) for n in CRITEO_INTEGER_COLUMNS)]
+    as_read += [_categorical(F.col(n), params.categoricals).alias(n) for n in CRITEO_CATEGORICAL_COLUMNS]
+    if as_read_only:
+        return read.where(fast).select(*as_read)
     rejoined = F.array_join(F.array(*[F.coalesce(F.col(n).cast("string"), F.lit("")) for n in names]), delimiter)
     odd = read.select("*", fast.alias("_fast"), F.when(~fast, F.coalesce(F.col(_BAD), rejoined)).alias("_line"))
     split = odd.select("*", F.when(~F.col("_fast"), F.from_csv("_line", _string_ddl(params), options)).alias("p"))
     rules = _Rules(params, delimiter, F.col("_line"))
-    as_read = [F.col("label").cast("int").alias("label"), *(F.col(n) for n in CRITEO_INTEGER_COLUMNS)]
-    as_read += [_categorical(F.col(n), params.categoricals).alias(n) for n in CRITEO_CATEGORICAL_COLUMNS]
     good = F.col("_fast") | (rules.reason.isNull() & ~rules.is_header)
     # column by column: a struct of the row built per line and taken apart costs a tenth of the read
     row = [

@@ -111,15 +111,14 @@ def read_criteo(
 ) -> dict[str, DataFrame]:
     """Parse raw Criteo lines and write ``data`` (returns ``{}``); bad ones go to the quarantine.
 
-    The good rows are written in one pass that computes nothing else, by Spark's CSV reader where a
-    line needs nothing more (``good_rows``; an observation in that pass would cost as much as the
-    parse: it breaks Spark's code generation). The counts come after, from
-    what is cheap: the rows written (Parquet footers) and one plain scan of the lines (how many,
-    how many hold a ``.``). When every line was written and none holds a ``.``, there was no
-    header, no rejected line and no float-written integer. Otherwise the lines are parsed again
-    (all of them, or only the dotted ones) for the exact counts, and the rejected ones are written
-    to the quarantine; a count that does not add up (a file changed while it was read) fails the
-    stage. Nothing of the rows passes through this process.
+    The rows are written in one pass that computes nothing else: Spark's CSV reader, keeping the
+    lines it parses whole with a label of 0 or 1 (``good_rows``; an observation in that pass would
+    cost as much as the parse: it breaks Spark's code generation). Then one plain scan counts the
+    lines: when every line became a row (the Parquet footers' count), there was no header, no
+    rejected line and no float-written integer (those are never rows as read). Otherwise the rows
+    are written again with the rules on the other lines, the lines parsed again for the exact
+    counts, and the rejected ones written to the quarantine; counts that do not add up (a file
+    changed while it was read) fail the stage. Nothing of the rows passes through this process.
     """
     from pyspark.sql import functions as F
 
@@ -129,9 +128,15 @@ def read_criteo(
     delimiter = params.delimiter if params.delimiter is not None else "\t"
     parsed = parse_lines(spark, files, params, delimiter)
     is_rejected = F.col("_reason").isNotNull()
-    good_rows(spark, files, params, delimiter).write.mode("error").parquet(ctx.output_path("data"))
-    written = spark.read.parquet(ctx.output_path("data")).count()
-    stats = _line_stats(spark, files, parsed, written)
+    data = ctx.output_path("data")
+    good_rows(spark, files, params, delimiter, as_read_only=True).write.mode("error").parquet(data)
+    written = spark.read.parquet(data).count()
+    lines = spark.read.text(files).count()
+    clean = lines == written
+    if not clean:  # a line that is not a row as read: all of them again, with the rules
+        good_rows(spark, files, params, delimiter).write.mode("overwrite").parquet(data)
+        written = spark.read.parquet(data).count()
+    stats = _line_stats(parsed, lines, written, clean=clean)
     headers, rejected_n = int(stats["headers"]), int(stats["rejected"])
     if params.header and headers:
         _check_headers(stats, files, delimiter, 1 if params.id_column else 0, headers)
@@ -158,28 +163,20 @@ def read_criteo(
     return {}
 
 
-def _line_stats(spark: SparkSession, files: list[str], parsed: DataFrame, written: int) -> dict[str, Any]:
+def _line_stats(parsed: DataFrame, lines: int, written: int, *, clean: bool) -> dict[str, Any]:
     """``lines``, ``headers``, ``rejected``, ``floats`` and the header lines' names and files.
 
-    A plain scan counts the lines and the lines with a ``.`` (a float-written integer has one);
-    only what that leaves open is parsed again.
+    ``clean``: every line was a row as read, so there is nothing to count; otherwise ``parsed``
+    (every line with the rules) is aggregated.
     """
     from pyspark.sql import functions as F
 
-    tally = (
-        spark.read.text(files)
-        .agg(F.count(F.lit(1)).alias("lines"), F.count_if(F.instr("value", ".") > 0).alias("dotted"))
-        .first()
-    )
-    assert tally is not None  # an aggregate without grouping has one row
-    lines, dotted = int(tally["lines"]), int(tally["dotted"])
     stats: dict[str, Any] = {"lines": lines, "headers": 0, "rejected": 0, "floats": 0}
-    if lines == written and not dotted:  # every line a good row, none float-written
+    if clean:
         return stats
     header = F.when(F.col("_header"), F.col("_names"))
     good = F.col("_reason").isNull() & ~F.col("_header")
-    scope = parsed if lines != written else parsed.where(F.instr("line", ".") > 0)
-    row = scope.agg(
+    row = parsed.agg(
         F.count(header).alias("headers"),
         F.count("_reason").alias("rejected"),
         F.count(F.when(good & F.col("_float"), 1)).alias("floats"),
