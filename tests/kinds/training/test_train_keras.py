@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,18 @@ def write_events(df: DataFrame, path: Path, files: int) -> None:
     df.repartitionByRange(files, "id").sortWithinPartitions("id").write.parquet(str(path))
 
 
+def events_spec(tmp_path: Path, tables: dict[str, tuple[DataFrame, int]], stages: str) -> Path:
+    """``<tmp_path>/pipelines/pipe.yaml``: each table written (``write_events``, in that many files)
+    to ``<tmp_path>/<name>`` and read by a stage ``<name>``, then ``stages`` (YAML as under ``stages:``)."""
+    reads = ""
+    for name, (df, files) in tables.items():
+        write_events(df, tmp_path / name, files)
+        reads += f'  {name}: {{kind: read, params: {{format: parquet, path: "{tmp_path / name}"}}}}\n'
+    return write_spec(
+        tmp_path / "pipelines", "stages:\n" + reads + textwrap.indent(textwrap.dedent(stages).strip("\n"), "  ") + "\n"
+    )
+
+
 def model_dir(plan: dict[str, Any], stage: str) -> Path:
     return Path(plan[stage].output_path("model"))
 
@@ -73,18 +86,15 @@ def predict_accuracy(model_path: Path, data: Path) -> float:
 
 def test_hlf_dense_learns_and_writes_model_files(spark, home, tmp_path: Path) -> None:
     named = {"class_names": ["QCD", "tt", "W+jets"]}  # as topology_features names its label columns
-    write_events(physics_events(spark, 1200).withMetadata("encoded_label", named), tmp_path / "train", files=2)
-    write_events(physics_events(spark, 300), tmp_path / "val", files=1)
-    spec = write_spec(
-        tmp_path / "pipelines",
-        f"""
-        stages:
-          train: {{kind: read, params: {{format: parquet, path: "{tmp_path / "train"}"}}}}
-          val: {{kind: read, params: {{format: parquet, path: "{tmp_path / "val"}"}}}}
-          model:
-            kind: train_keras
-            inputs: {{train: train, validation: val}}
-            params: {{architecture: hlf_dense, epochs: 3, batch_size: 32, learning_rate: 0.01}}
+    train = physics_events(spark, 1200).withMetadata("encoded_label", named)
+    spec = events_spec(
+        tmp_path,
+        {"train": (train, 2), "val": (physics_events(spark, 300), 1)},
+        """
+        model:
+          kind: train_keras
+          inputs: {train: train, validation: val}
+          params: {architecture: hlf_dense, epochs: 3, batch_size: 32, learning_rate: 0.01}
         """,
     )
     plan = load_and_run(spark, spec)
@@ -113,17 +123,15 @@ def test_hlf_dense_learns_and_writes_model_files(spark, home, tmp_path: Path) ->
 
 
 def test_sequence_models_pad_variable_particle_counts(spark, home, tmp_path: Path) -> None:
-    write_events(physics_events(spark, 240), tmp_path / "train", files=1)
-    spec = write_spec(
-        tmp_path / "pipelines",
-        f"""
-        stages:
-          train: {{kind: read, params: {{format: parquet, path: "{tmp_path / "train"}"}}}}
-          gru: {{kind: train_keras, inputs: {{train: train}},
-                 params: {{architecture: particle_gru, epochs: 3, batch_size: 40, learning_rate: 0.01}}}}
-          inclusive: {{kind: train_keras, inputs: {{train: train}},
-                       params: {{architecture: inclusive, epochs: 3, batch_size: 40, learning_rate: 0.01,
-                                 max_particles: 3}}}}
+    spec = events_spec(
+        tmp_path,
+        {"train": (physics_events(spark, 240), 1)},
+        """
+        gru: {kind: train_keras, inputs: {train: train},
+              params: {architecture: particle_gru, epochs: 3, batch_size: 40, learning_rate: 0.01}}
+        inclusive: {kind: train_keras, inputs: {train: train},
+                    params: {architecture: inclusive, epochs: 3, batch_size: 40, learning_rate: 0.01,
+                             max_particles: 3}}
         """,
     )
     plan = load_and_run(spark, spec)
@@ -170,19 +178,15 @@ def test_wide_deep_trains_on_a_hashed_sparse_vector(spark, home, tmp_path: Path)
 
 def test_two_workers_train_over_uneven_shards_with_validation(spark, home, tmp_path: Path) -> None:
     # 3 files, sizes uneven by design: one worker's shard wraps around, both run the same steps
-    write_events(physics_events(spark, 1001), tmp_path / "train", files=3)
-    write_events(physics_events(spark, 301), tmp_path / "val", files=2)
-    spec = write_spec(
-        tmp_path / "pipelines",
-        f"""
-        stages:
-          train: {{kind: read, params: {{format: parquet, path: "{tmp_path / "train"}"}}}}
-          val: {{kind: read, params: {{format: parquet, path: "{tmp_path / "val"}"}}}}
-          model:
-            kind: train_keras
-            inputs: {{train: train, validation: val}}
-            params: {{architecture: hlf_dense, epochs: 3, batch_size: 25, learning_rate: 0.01, workers: 2,
-                      steps_per_execution: 8}}
+    spec = events_spec(
+        tmp_path,
+        {"train": (physics_events(spark, 1001), 3), "val": (physics_events(spark, 301), 2)},
+        """
+        model:
+          kind: train_keras
+          inputs: {train: train, validation: val}
+          params: {architecture: hlf_dense, epochs: 3, batch_size: 25, learning_rate: 0.01, workers: 2,
+                   steps_per_execution: 8}
         """,
     )
     plan = load_and_run(spark, spec)
@@ -195,14 +199,10 @@ def test_two_workers_train_over_uneven_shards_with_validation(spark, home, tmp_p
 
 
 def test_more_workers_than_task_slots_fails_before_scheduling(spark, home, tmp_path: Path) -> None:
-    write_events(physics_events(spark, 30), tmp_path / "train", files=1)
-    spec = write_spec(
-        tmp_path / "pipelines",
-        f"""
-        stages:
-          train: {{kind: read, params: {{format: parquet, path: "{tmp_path / "train"}"}}}}
-          model: {{kind: train_keras, inputs: {{train: train}}, params: {{architecture: hlf_dense, workers: 3}}}}
-        """,
+    spec = events_spec(
+        tmp_path,
+        {"train": (physics_events(spark, 30), 1)},
+        "model: {kind: train_keras, inputs: {train: train}, params: {architecture: hlf_dense, workers: 3}}",
     )
     with pytest.raises(StageFailedError, match=r"workers: 3 needs 3 concurrent task slots, .* has 2"):
         load_and_run(spark, spec)
@@ -210,14 +210,12 @@ def test_more_workers_than_task_slots_fails_before_scheduling(spark, home, tmp_p
 
 def test_a_failing_worker_fails_the_stage_with_its_traceback(spark, home, tmp_path: Path) -> None:
     # the corrupt row is the last one: only worker 1 reads it, while worker 0 waits in an all-reduce
-    write_events(physics_events(spark, 400, hlf_width=13), tmp_path / "train", files=1)
-    spec = write_spec(
-        tmp_path / "pipelines",
-        f"""
-        stages:
-          train: {{kind: read, params: {{format: parquet, path: "{tmp_path / "train"}"}}}}
-          model: {{kind: train_keras, inputs: {{train: train}},
-                   params: {{architecture: hlf_dense, epochs: 2, batch_size: 20, workers: 2, shuffle: false}}}}
+    spec = events_spec(
+        tmp_path,
+        {"train": (physics_events(spark, 400, hlf_width=13), 1)},
+        """
+        model: {kind: train_keras, inputs: {train: train},
+                params: {architecture: hlf_dense, epochs: 2, batch_size: 20, workers: 2, shuffle: false}}
         """,
     )
     with pytest.raises(StageFailedError) as failure:

@@ -15,8 +15,8 @@ import pytest
 from dagspec.kinds.training.keras_loop import checkpoint_history, latest_checkpoint
 from dagspec.spec.loader import load_spec
 from tests.conftest import REPO
-from tests.helpers import run_stages, write_spec
-from tests.kinds.training.test_train_keras import physics_events, write_events
+from tests.helpers import run_stages
+from tests.kinds.training.test_train_keras import events_spec, physics_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -49,16 +49,14 @@ def _submit(stage_json: str, log: Path) -> subprocess.Popen:
 
 
 def test_sigkilled_training_resumes_at_the_next_epoch(spark, home, tmp_path: Path) -> None:
-    write_events(physics_events(spark, 4000), tmp_path / "events", files=2)
-    spec = write_spec(
-        tmp_path / "pipelines",
+    spec = events_spec(
+        tmp_path,
+        {"events": (physics_events(spark, 4000), 2)},
         f"""
-        stages:
-          events: {{kind: read, params: {{format: parquet, path: "{tmp_path / "events"}"}}}}
-          model:
-            kind: train_keras
-            inputs: {{train: events}}
-            params: {{architecture: hlf_dense, epochs: {EPOCHS}, batch_size: 16, steps_per_execution: 8}}
+        model:
+          kind: train_keras
+          inputs: {{train: events}}
+          params: {{architecture: hlf_dense, epochs: {EPOCHS}, batch_size: 16, steps_per_execution: 8}}
         """,
     )
     stage = run_stages(spark, load_spec(spec), ["events"])["model"]  # keyed on the committed events
