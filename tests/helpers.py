@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from dagspec.errors import SpecValidationError
 from dagspec.job.partitions import run_partitions
 from dagspec.job.runtime import run_stage
 from dagspec.plan.resolve import ResolvedStage, default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
 from dagspec.spec.models import PipelineSpec
+
+REPO = Path(__file__).resolve().parents[1]
+DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 
 def write_spec(folder: Path, text: str, name: str = "pipe.yaml") -> Path:
@@ -103,3 +112,27 @@ def cumulative_shares(classes: dict[int, float]) -> Iterator[tuple[int, float]]:
     for value, share in sorted(classes.items()):
         edge += share
         yield value, edge
+
+
+def cli_env(airflow_home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a ``dagspec`` command a test runs: this one's without Airflow's and
+    dagspec's settings (but the session's Connect port), the repository as the project, its own
+    Airflow home, and ``extra``."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC")) or k == "DAGSPEC_CONNECT_PORT"
+    }
+    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home), **extra)
+    return env
+
+
+def dagspec_cli(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``dagspec <args>`` from the repository, its output captured."""
+    return subprocess.run([DAGSPEC, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def spec_issues(tmp_path: Path, text: str, name: str = "pipe.yaml") -> list[str]:
+    """The issues ``dagspec validate`` finds in ``text`` written as ``<tmp_path>/<name>`` and
+    shown as ``pipelines/<name>``."""
+    with pytest.raises(SpecValidationError) as info:
+        load_spec(write_spec(tmp_path, text, name), f"pipelines/{name}")
+    return [str(issue) for issue in info.value.issues]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 from dagspec.checkpoint import LATEST
 from tests.conftest import CRITEO_SAMPLE, REPO
+from tests.helpers import cli_env
 
 pytestmark = pytest.mark.integration
 DAGSPEC = str(Path(sys.executable).parent / "dagspec")
@@ -32,8 +32,7 @@ def test_two_concurrent_runs_both_succeed_with_one_checkpoint_per_stage(tmp_path
     spec = tmp_path / "pipelines" / "race.yaml"
     spec.parent.mkdir()
     spec.write_text(SPEC % CRITEO_SAMPLE)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
-    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home))
+    env = cli_env(airflow_home)
     storage = tmp_path / "storage"
     subprocess.run([DAGSPEC, "init"], env=env, check=True, capture_output=True, cwd=REPO, timeout=300)
     cmd = [DAGSPEC, "run", str(spec), "--storage-root", str(storage)]

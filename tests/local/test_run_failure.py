@@ -4,14 +4,12 @@ of memory and one that is killed. Each stage's root cause, located in the spec, 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import cli_env, dagspec_cli
 
 pytestmark = pytest.mark.integration
 DAGSPEC = str(Path(sys.executable).parent / "dagspec")
@@ -70,22 +68,9 @@ def test_failed_stages_print_their_causes_and_spec_positions_first(tmp_path: Pat
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "worker_kinds.py").write_text(WORKER_KINDS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
-    env.update(
-        DAGSPEC_HOME=str(REPO),
-        DAGSPEC_PLUGINS=str(plugins),
-        DAGSPEC_AIRFLOW_HOME=str(airflow_home),
-        DAGSPEC_MODE="spark",
-    )
+    env = cli_env(airflow_home, DAGSPEC_PLUGINS=str(plugins), DAGSPEC_MODE="spark")
     storage = tmp_path / "storage"
-    done = subprocess.run(
-        [DAGSPEC, "run", str(spec), "--storage-root", str(storage)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=REPO,
-    )
+    done = dagspec_cli("run", str(spec), "--storage-root", str(storage), env=env, timeout=900)
     assert done.returncode == 1, done.stdout + done.stderr
     expected = {
         "enriched": f"stage 'enriched' ({spec}:3:3, kind sql) failed: [PARSE_SYNTAX_ERROR] Syntax error at or "
@@ -127,17 +112,9 @@ def test_a_query_the_runs_params_render_into_a_refused_one_fails_with_that_cause
     spec = tmp_path / "pipelines" / "rendered.yaml"
     spec.parent.mkdir()
     spec.write_text(PARAM_SPEC)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
-    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home), DAGSPEC_MODE="spark")
+    env = cli_env(airflow_home, DAGSPEC_MODE="spark")
     param = "column=reflect('java.lang.System', 'getenv')"
-    done = subprocess.run(
-        [DAGSPEC, "run", str(spec), "--storage-root", str(tmp_path / "storage"), "-p", param],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
+    done = dagspec_cli("run", str(spec), "--storage-root", str(tmp_path / "storage"), "-p", param, env=env)
     assert done.returncode == 1, done.stdout + done.stderr
     first = done.stderr.splitlines()[0]
     assert first.startswith(

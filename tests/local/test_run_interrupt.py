@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers import cli_env
 
 pytestmark = pytest.mark.integration
 DAGSPEC = str(Path(sys.executable).parent / "dagspec")
@@ -67,11 +68,7 @@ def test_ctrl_c_ends_the_run_and_leaves_no_stage_process(tmp_path: Path, airflow
     plugins.mkdir()
     (plugins / "nap_kind.py").write_text(NAP_KIND)
     mark = f"interrupt-{uuid.uuid4().hex}"
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC")) or k == "DAGSPEC_CONNECT_PORT"
-    }
-    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_PLUGINS=str(plugins), DAGSPEC_AIRFLOW_HOME=str(airflow_home))
-    env["DAGSPEC_TEST_MARK"] = mark
+    env = cli_env(airflow_home, DAGSPEC_PLUGINS=str(plugins), DAGSPEC_TEST_MARK=mark)
     log = tmp_path / "run.out"
     with log.open("w") as out:
         run = subprocess.Popen(

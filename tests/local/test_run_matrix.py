@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import CRITEO_SAMPLE, REPO
+from tests.conftest import CRITEO_SAMPLE
+from tests.helpers import cli_env, dagspec_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 DAGSPEC = str(Path(sys.executable).parent / "dagspec")
@@ -36,13 +36,11 @@ def test_the_issues_matrix_example_runs_end_to_end(tmp_path: Path, airflow_home:
     spec = tmp_path / "pipelines" / "matrix_demo.yaml"
     spec.parent.mkdir()
     spec.write_text(SPEC % CRITEO_SAMPLE)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
-    env.update(DAGSPEC_HOME=str(REPO), DAGSPEC_AIRFLOW_HOME=str(airflow_home))
+    env = cli_env(airflow_home)
     storage = tmp_path / "storage"
 
     def dagspec(*args: str) -> subprocess.CompletedProcess[str]:
-        argv = [DAGSPEC, *args, str(spec), "--storage-root", str(storage)]
-        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=280, cwd=REPO)
+        return dagspec_cli(*args, str(spec), "--storage-root", str(storage), env=env, timeout=280)
 
     shown = dagspec("show")
     assert shown.returncode == 0, shown.stderr

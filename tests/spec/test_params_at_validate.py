@@ -7,16 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from dagspec.errors import SpecValidationError, YamlSourceError
+from dagspec.errors import YamlSourceError
 from dagspec.spec.loader import load_spec
 from dagspec.spec.yaml_source import load_yaml_text
-from tests.helpers import write_spec
+from tests.helpers import spec_issues, write_spec
 
 
 def issues(tmp_path: Path, text: str) -> list[str]:
-    with pytest.raises(SpecValidationError) as info:
-        load_spec(write_spec(tmp_path, text), "pipelines/pipe.yaml")
-    return [str(i) for i in info.value.issues]
+    return spec_issues(tmp_path, text)
 
 
 def stage(params: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dagspec.errors import SpecValidationError, StageConfigError
+from dagspec.errors import StageConfigError
 from dagspec.kinds.transform.sql import refused_sql
 from dagspec.plan.fingerprint import RESOURCE_ONLY_CONF, conf_key_in, result_conf
 from dagspec.plan.resolve import default_context, resolve_pipeline
@@ -23,16 +23,13 @@ from dagspec.spec.safety import (
     refusal,
 )
 from tests.conftest import REPO
-from tests.helpers import write_spec
+from tests.helpers import spec_issues, write_spec
 
 TRANSFORM = "script transforms (TRANSFORM/MAP/REDUCE ... USING '<command>') run a shell command on every executor and are refused; use Spark SQL functions, or a kind of your own (docs/security.md)"
 
 
 def issues(tmp_path: Path, text: str) -> list[str]:
-    path = write_spec(tmp_path, text, "unsafe.yaml")
-    with pytest.raises(SpecValidationError) as info:
-        load_spec(path, "pipelines/unsafe.yaml")
-    return [str(i) for i in info.value.issues]
+    return spec_issues(tmp_path, text, "unsafe.yaml")
 
 
 def test_sql_script_transforms_and_commands_are_refused_at_validate(tmp_path: Path) -> None:

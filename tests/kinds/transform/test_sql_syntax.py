@@ -13,7 +13,7 @@ import pytest
 from dagspec.errors import SpecValidationError
 from dagspec.kinds.transform.sql import syntax_error
 from dagspec.spec.loader import load_spec
-from tests.helpers import write_spec
+from tests.helpers import spec_issues, write_spec
 
 SPARK_ACCEPTS = r"""
 SELECT a, explode(xs) AS x FROM data
@@ -166,10 +166,7 @@ def test_a_typo_spark_refuses_is_found(query: str) -> None:
 
 
 def _issues(tmp_path: Path, text: str) -> list[str]:
-    path = write_spec(tmp_path, text, "typo.yaml")
-    with pytest.raises(SpecValidationError) as info:
-        load_spec(path, "pipelines/typo.yaml")
-    return [str(issue) for issue in info.value.issues]
+    return spec_issues(tmp_path, text, "typo.yaml")
 
 
 def test_a_typo_is_a_validate_error_at_the_query(tmp_path: Path) -> None:
