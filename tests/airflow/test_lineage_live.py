@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,9 @@ import pytest
 from dagspec.kinds.evaluation_report import read_evaluation_report
 from tests.airflow.openlineage_schemas import event_errors
 from tests.conftest import REPO
+from tests.helpers import DAGSPEC
 
 pytestmark = [pytest.mark.integration, pytest.mark.system, pytest.mark.spark]
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 DAG = "lineage_small"
 SPEC = """\
 dag_id: lineage_small

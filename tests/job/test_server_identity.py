@@ -33,8 +33,8 @@ from dagspec.job.server_identity import (
 )
 from dagspec.processes import ServiceGroup, free_port, start_all, wait_until
 from tests.conftest import REPO
+from tests.helpers import DAGSPEC
 
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 LISTENER = "import socket, sys, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
 LISTENER += "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); time.sleep(600)"
 

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dagspec.checkpoint import LATEST
 from tests.conftest import CRITEO_SAMPLE, REPO
-from tests.helpers import cli_env
+from tests.helpers import DAGSPEC, cli_env, write_spec
 
 pytestmark = pytest.mark.integration
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 
 # A source, a shuffle and a publishing export: each kind of commit the two runs race for.
@@ -29,9 +27,7 @@ stages:
 
 
 def test_two_concurrent_runs_both_succeed_with_one_checkpoint_per_stage(tmp_path: Path, airflow_home: Path) -> None:
-    spec = tmp_path / "pipelines" / "race.yaml"
-    spec.parent.mkdir()
-    spec.write_text(SPEC % CRITEO_SAMPLE)
+    spec = write_spec(tmp_path / "pipelines", SPEC % CRITEO_SAMPLE, "race.yaml")
     env = cli_env(airflow_home)
     storage = tmp_path / "storage"
     subprocess.run([DAGSPEC, "init"], env=env, check=True, capture_output=True, cwd=REPO, timeout=300)

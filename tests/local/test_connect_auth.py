@@ -19,9 +19,9 @@ from dagspec.job.server_identity import ServerIdentity, identity_path
 from dagspec.plan.modes import redact_url
 from dagspec.processes import ServiceError, default_run_dir, free_port, wait_until
 from tests.conftest import REPO
+from tests.helpers import DAGSPEC
 
 pytestmark = pytest.mark.integration
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 # a pyspark Connect client, as any local user could start one: one query, one retry at most
 CLIENT = """

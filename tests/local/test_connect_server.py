@@ -19,9 +19,9 @@ from dagspec.job.connect_server import ServerSettings, answering, ensure_server,
 from dagspec.job.server_identity import ServerIdentity
 from dagspec.processes import default_run_dir, free_port
 from tests.conftest import REPO
+from tests.helpers import DAGSPEC
 
 pytestmark = pytest.mark.integration
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 # ~1e8 joined rows: seconds of work (well over the second before the kill), so the server can be
 # killed while the stage's client waits; the retry runs it in full, so no more than that

@@ -22,9 +22,9 @@ import pytest
 
 from dagspec.job.connect_server import answering
 from tests.conftest import REPO
+from tests.helpers import DAGSPEC
 
 pytestmark = pytest.mark.integration
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 
 def _project(mode: str, tmp_path_factory: pytest.TempPathFactory, airflow_home: Path) -> dict[str, Any]:

@@ -4,15 +4,13 @@ of memory and one that is killed. Each stage's root cause, located in the spec, 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli_env, dagspec_cli
+from tests.helpers import cli_env, dagspec_cli, write_spec
 
 pytestmark = pytest.mark.integration
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 # UDFs defined inside the kind are pickled by value: the Python workers never import the plugin
 WORKER_KINDS = '''
@@ -62,9 +60,7 @@ stages:
 
 
 def test_failed_stages_print_their_causes_and_spec_positions_first(tmp_path: Path, airflow_home: Path) -> None:
-    spec = tmp_path / "pipelines" / "broken_stages.yaml"
-    spec.parent.mkdir()
-    spec.write_text(SPEC)
+    spec = write_spec(tmp_path / "pipelines", SPEC, "broken_stages.yaml")
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "worker_kinds.py").write_text(WORKER_KINDS)
@@ -109,9 +105,7 @@ def test_a_query_the_runs_params_render_into_a_refused_one_fails_with_that_cause
     tmp_path: Path, airflow_home: Path
 ) -> None:
     """The refusal happens when the task resolves its stage, before any job: the cause still comes first."""
-    spec = tmp_path / "pipelines" / "rendered.yaml"
-    spec.parent.mkdir()
-    spec.write_text(PARAM_SPEC)
+    spec = write_spec(tmp_path / "pipelines", PARAM_SPEC, "rendered.yaml")
     env = cli_env(airflow_home, DAGSPEC_MODE="spark")
     param = "column=reflect('java.lang.System', 'getenv')"
     done = dagspec_cli("run", str(spec), "--storage-root", str(tmp_path / "storage"), "-p", param, env=env)

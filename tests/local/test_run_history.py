@@ -12,7 +12,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,9 @@ from dagspec.airflow.ui import app as view
 from dagspec.airflow.ui.results import RunInfo, TaskInfo
 from dagspec.plan.history import RUNS_DIR, read_run, run_folder_name
 from tests.conftest import REPO
+from tests.helpers import DAGSPEC
 
 pytestmark = pytest.mark.integration
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 DAG = "run_history"
 SPEC = """\
 dag_id: run_history

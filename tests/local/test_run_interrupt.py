@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -15,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers import cli_env
+from tests.helpers import DAGSPEC, cli_env, write_spec
 
 pytestmark = pytest.mark.integration
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 NAP_KIND = '''
 """A stage whose own code runs for minutes (it sleeps in the stage's process)."""
@@ -61,9 +59,7 @@ def _marked(mark: str) -> list[str]:
 
 
 def test_ctrl_c_ends_the_run_and_leaves_no_stage_process(tmp_path: Path, airflow_home: Path) -> None:
-    spec = tmp_path / "pipelines" / "napping.yaml"
-    spec.parent.mkdir()
-    spec.write_text(SPEC)
+    spec = write_spec(tmp_path / "pipelines", SPEC, "napping.yaml")
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "nap_kind.py").write_text(NAP_KIND)

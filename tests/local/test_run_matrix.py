@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import CRITEO_SAMPLE
-from tests.helpers import cli_env, dagspec_cli
+from tests.helpers import cli_env, dagspec_cli, write_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 SPEC = """\
 dag_id: matrix_demo
 default_args: {retries: 0}
@@ -33,9 +31,7 @@ stages:
 
 
 def test_the_issues_matrix_example_runs_end_to_end(tmp_path: Path, airflow_home: Path) -> None:
-    spec = tmp_path / "pipelines" / "matrix_demo.yaml"
-    spec.parent.mkdir()
-    spec.write_text(SPEC % CRITEO_SAMPLE)
+    spec = write_spec(tmp_path / "pipelines", SPEC % CRITEO_SAMPLE, "matrix_demo.yaml")
     env = cli_env(airflow_home)
     storage = tmp_path / "storage"
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers import DAGSPEC
 
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 SPEC = REPO / "pipelines" / "ctr_demo.yaml"
 
 

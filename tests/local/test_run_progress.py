@@ -12,16 +12,15 @@ import itertools
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dagspec.plan.progress import PROGRESS_PREFIX, find_progress
 from tests.conftest import REPO
+from tests.helpers import DAGSPEC, write_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 INTERVAL = 1.0
 ROUNDS = 600  # seconds of rounds: several intervals of progress lines on a fast machine, no more
 SPEC = """\
@@ -43,9 +42,7 @@ stages:
 
 
 def test_a_long_stage_prints_throttled_progress_before_its_final_line(tmp_path: Path, airflow_home: Path) -> None:
-    spec = tmp_path / "pipelines" / "progress_demo.yaml"
-    spec.parent.mkdir()
-    spec.write_text(SPEC)
+    spec = write_spec(tmp_path / "pipelines", SPEC, "progress_demo.yaml")
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC")) or k == "DAGSPEC_CONNECT_PORT"
     }

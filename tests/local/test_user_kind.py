@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CRITEO_SAMPLE, REPO
+from tests.conftest import CRITEO_SAMPLE
+from tests.helpers import cli_env, dagspec_cli
 from tests.kinds.test_catalog import USER_KIND
 
 pytestmark = pytest.mark.integration
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 
 def test_a_plugin_kind_runs_and_its_edits_rerun_exactly_its_stages(tmp_path: Path, airflow_home: Path) -> None:
@@ -30,16 +28,10 @@ def test_a_plugin_kind_runs_and_its_edits_rerun_exactly_its_stages(tmp_path: Pat
         "  tagged: {kind: add_column, inputs: {data: raw}, params: {name: team, value: 7}}\n"
         "  counted: {kind: sql, inputs: {t: tagged}, params: {query: 'select team, count(*) as n from t group by team'}}\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DAGSPEC"))}
-    env.update(
-        DAGSPEC_HOME=str(REPO),
-        DAGSPEC_PLUGINS=str(plugins),
-        DAGSPEC_AIRFLOW_HOME=str(airflow_home),
-        DAGSPEC_STORAGE_ROOT=str(tmp_path / "storage"),
-    )
+    env = cli_env(airflow_home, DAGSPEC_PLUGINS=str(plugins), DAGSPEC_STORAGE_ROOT=str(tmp_path / "storage"))
 
     def dagspec(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([DAGSPEC, *args], env=env, capture_output=True, text=True, timeout=900, cwd=REPO)
+        return dagspec_cli(*args, env=env, timeout=900)
 
     def show() -> dict[str, dict]:
         done = dagspec("show", str(spec), "--json")

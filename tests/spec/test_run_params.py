@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,9 +11,9 @@ from dagspec.errors import DagspecError
 from dagspec.local.project import parse_overrides
 from dagspec.spec.loader import load_spec
 from tests.conftest import REPO
+from tests.helpers import DAGSPEC
 
 SPEC = REPO / "pipelines" / "ctr_demo.yaml"
-DAGSPEC = str(Path(sys.executable).parent / "dagspec")
 
 
 @pytest.fixture(scope="module")
