@@ -100,11 +100,14 @@ def spec_over_table(
 ) -> Path:
     """``<tmp_path>/p/pipe.yaml``: a stage ``raw`` reading a new Parquet table (``parquet_table``),
     then ``stages``, the YAML of the other stages (as written under ``stages:``)."""
-    data = parquet_table(spark, tmp_path, rows, classes)
-    raw = f'  raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}\n'
-    return write_spec(
-        tmp_path / "p", "stages:\n" + raw + textwrap.indent(textwrap.dedent(stages).strip("\n"), "  ") + "\n"
-    )
+    return spec_reading(tmp_path / "p", parquet_table(spark, tmp_path, rows, classes), stages)
+
+
+def spec_reading(folder: Path, path: Path | str, stages: str, read: str = "format: parquet") -> Path:
+    """``<folder>/pipe.yaml``: a stage ``raw`` reading ``path`` (``read``: its other params), then
+    ``stages``, the YAML of the other stages (as written under ``stages:``)."""
+    raw = f'  raw: {{kind: read, params: {{{read}, path: "{path}"}}}}\n'
+    return write_spec(folder, "stages:\n" + raw + textwrap.indent(textwrap.dedent(stages).strip("\n"), "  ") + "\n")
 
 
 def cumulative_shares(classes: dict[int, float]) -> Iterator[tuple[int, float]]:

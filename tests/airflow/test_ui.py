@@ -19,7 +19,7 @@ import pytest
 
 from dagspec.plan.resolve import default_context, resolve_pipeline
 from dagspec.spec.loader import load_spec
-from tests.airflow.live import RUN_TIMEOUT_S, Airflow, browser, runs, task_report, wait_for_dag, wait_for_run
+from tests.airflow.live import RUN_TIMEOUT_S, Airflow, browser, login, runs, task_report, wait_for_dag, wait_for_run
 from tests.conftest import CRITEO_SAMPLE, REPO
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -116,11 +116,7 @@ def test_trigger_form_shows_the_specs_params(airflow: Airflow, tmp_path: Path) -
     screenshot = tmp_path / "trigger_form.png"
     try:
         wait = WebDriverWait(driver, 120)
-        driver.get(f"{airflow.url}/auth/login")
-        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
-        driver.find_element(By.NAME, "password").send_keys(airflow.password)
-        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-        wait.until(lambda d: "/auth/login" not in d.current_url)
+        login(driver, airflow, wait)
 
         driver.get(f"{airflow.url}/dags/{TRIGGERED}")
         wait.until(ec.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Trigger']"))).click()
@@ -142,19 +138,6 @@ def test_trigger_form_shows_the_specs_params(airflow: Airflow, tmp_path: Path) -
     assert screenshot.stat().st_size > 10_000
 
 
-def _login(driver: Any, airflow: Airflow) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    wait = WebDriverWait(driver, 120)
-    driver.get(f"{airflow.url}/auth/login")
-    wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
-    driver.find_element(By.NAME, "password").send_keys(airflow.password)
-    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait.until(lambda d: "/auth/login" not in d.current_url)
-
-
 def test_every_shipped_dag_triggers_from_its_form_with_the_defaults(airflow: Airflow, tmp_path: Path) -> None:
     """Trigger enabled with the shipped defaults, and clicking it creates a run; the DAGs are
     paused first (the run stays queued, nothing computes) and "unpause on trigger" is unticked."""
@@ -170,7 +153,7 @@ def test_every_shipped_dag_triggers_from_its_form_with_the_defaults(airflow: Air
     screenshots: list[Path] = []
     try:
         wait = WebDriverWait(driver, 120)
-        _login(driver, airflow)
+        login(driver, airflow, wait)
         for dag_id in dag_ids:
             before = {r["dag_run_id"] for r in runs(airflow.api, dag_id)}
             screenshot = tmp_path / f"trigger_form_{dag_id}.png"

@@ -9,21 +9,21 @@ import pytest
 
 from dagspec.kinds.model_card import read_model_card
 from tests.conftest import CRITEO_SAMPLE
-from tests.helpers import load_and_run, manifest, write_spec
+from tests.helpers import load_and_run, manifest, spec_reading
 
 pytestmark = pytest.mark.spark
 
 
 def test_logistic_regression_writes_a_card_that_evaluate_reads(spark, home, tmp_path: Path) -> None:
-    spec = write_spec(
+    spec = spec_reading(
         tmp_path / "pipelines",
-        f"""
-        stages:
-          raw: {{kind: read, params: {{format: criteo, path: "{CRITEO_SAMPLE}"}}}}
-          hashed: {{kind: ctr_features, inputs: {{data: raw}}, params: {{mode: hashed, hash_bits: 10}}}}
-          lr: {{kind: train_spark_ml, inputs: {{train: hashed}}, params: {{model: logistic_regression, max_iter: 5}}}}
-          scores: {{kind: evaluate, inputs: {{model: lr, data: hashed}}}}
+        CRITEO_SAMPLE,
+        """
+        hashed: {kind: ctr_features, inputs: {data: raw}, params: {mode: hashed, hash_bits: 10}}
+        lr: {kind: train_spark_ml, inputs: {train: hashed}, params: {model: logistic_regression, max_iter: 5}}
+        scores: {kind: evaluate, inputs: {model: lr, data: hashed}}
         """,
+        read="format: criteo",
     )
     plan = load_and_run(spark, spec)
     card = read_model_card(Path(plan["lr"].output_path("model")))

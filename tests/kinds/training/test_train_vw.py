@@ -18,7 +18,7 @@ from dagspec.kinds.model_card import parse_model_card, read_model_card
 from dagspec.kinds.training.train_vw import CRITEO_NAMESPACES, TrainVWParams, _train, last_pass
 from dagspec.kinds.training.vw_lines import example_lines
 from tests.conftest import CRITEO_SAMPLE
-from tests.helpers import load_and_run, manifest, write_spec
+from tests.helpers import load_and_run, manifest, spec_reading, write_spec
 
 pytestmark = pytest.mark.spark
 
@@ -36,16 +36,16 @@ def _plain_vw(model_file: Path, lines: list[str]) -> list[float]:
 
 def test_vw_trains_on_the_real_sample_and_predict_scores_as_vw_does(spark, home, tmp_path: Path) -> None:
     # evaluate on a vw model runs in the criteo_ctr pipeline test and in the held-out test below
-    spec = write_spec(
+    spec = spec_reading(
         tmp_path / "pipelines",
-        f"""
-        stages:
-          raw: {{kind: read, params: {{format: criteo, path: "{CRITEO_SAMPLE}"}}}}
-          as_is: {{kind: ctr_features, inputs: {{data: raw}}, params: {{mode: as_is}}}}
-          vw: {{kind: train_vw, inputs: {{train: as_is}}, params: {{bits: 16, passes: 2, batch_rows: 300, interactions: [ic]}}}}
-          vw_raw: {{kind: train_vw, inputs: {{train: raw}}, params: {{bits: 16}}}}
-          scored: {{kind: predict, inputs: {{model: vw, data: as_is}}, params: {{probabilities: array, batch_size: 64}}}}
+        CRITEO_SAMPLE,
+        """
+        as_is: {kind: ctr_features, inputs: {data: raw}, params: {mode: as_is}}
+        vw: {kind: train_vw, inputs: {train: as_is}, params: {bits: 16, passes: 2, batch_rows: 300, interactions: [ic]}}
+        vw_raw: {kind: train_vw, inputs: {train: raw}, params: {bits: 16}}
+        scored: {kind: predict, inputs: {model: vw, data: as_is}, params: {probabilities: array, batch_size: 64}}
         """,
+        read="format: criteo",
     )
     plan = load_and_run(spark, spec)
     model_dir = Path(plan["vw"].output_path("model"))
@@ -136,13 +136,11 @@ def test_bad_namespaces_fail_with_what_to_change(spark, home, tmp_path: Path) ->
         TrainVWParams(interactions=["ix"])
     with pytest.raises(ValueError, match=r"interactions are 2 or 3 namespace letters"):
         TrainVWParams(interactions=["i"])
-    spec = write_spec(
+    spec = spec_reading(
         tmp_path / "pipelines",
-        f"""
-        stages:
-          raw: {{kind: read, params: {{format: criteo, path: "{CRITEO_SAMPLE}"}}}}
-          vw: {{kind: train_vw, inputs: {{train: raw}}, params: {{namespaces: [{{name: c, columns: [C1, C2], values: numeric}}]}}}}
-        """,
+        CRITEO_SAMPLE,
+        "vw: {kind: train_vw, inputs: {train: raw}, params: {namespaces: [{name: c, columns: [C1, C2], values: numeric}]}}",
+        read="format: criteo",
     )
     with pytest.raises(StageFailedError, match=r"namespace 'c' is numeric but columns \['C1', 'C2'\] are not numbers"):
         load_and_run(spark, spec)

@@ -7,6 +7,7 @@ on held-out rows of generated logs (the real sample has too few clicks for that)
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from pyspark.sql import functions as F
 
 from dagspec.errors import StageFailedError
 from tests.conftest import CRITEO_SAMPLE
-from tests.helpers import load_and_run, manifest, write_spec
+from tests.helpers import load_and_run, manifest, spec_reading, write_spec
 
 pytestmark = pytest.mark.spark
 
@@ -24,15 +25,15 @@ SMALL = "num_round: 12, checkpoint_every: 5, min_child_weight: 1, lambda: 1, gam
 
 
 def _spec(tmp_path: Path, train_params: str) -> Path:
-    return write_spec(
+    stages = """
+        hashed: {kind: ctr_features, inputs: {data: raw}, params: {mode: hashed, hash_bits: 12, log1p: true}}
+        as_is: {kind: ctr_features, inputs: {data: raw}, params: {mode: as_is}}
+    """
+    return spec_reading(
         tmp_path / "pipelines",
-        f"""
-        stages:
-          raw: {{kind: read, params: {{format: criteo, path: "{CRITEO_SAMPLE}"}}}}
-          hashed: {{kind: ctr_features, inputs: {{data: raw}}, params: {{mode: hashed, hash_bits: 12, log1p: true}}}}
-          as_is: {{kind: ctr_features, inputs: {{data: raw}}, params: {{mode: as_is}}}}
-          {train_params}
-        """,
+        CRITEO_SAMPLE,
+        textwrap.dedent(stages) + textwrap.dedent(train_params).strip("\n"),
+        read="format: criteo",
     )
 
 
