@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dagspec.errors import StageFailedError
-from tests.helpers import load_and_run, manifest, write_spec
+from tests.helpers import load_and_run, manifest, spec_reading
 
 pytestmark = pytest.mark.spark
 
@@ -25,16 +25,15 @@ def events(spark, tmp_path: Path) -> Path:
 
 
 def _spec(folder: Path, data: Path, check_params: str) -> Path:
-    return write_spec(
+    return spec_reading(
         folder,
+        data,
         f"""
-        stages:
-          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
-          checked:
-            kind: check
-            inputs: {{data: raw}}
-            params: {check_params}
-          after: {{kind: sql, inputs: {{t: checked}}, params: {{query: "select count(*) as n from t"}}}}
+        checked:
+          kind: check
+          inputs: {{data: raw}}
+          params: {check_params}
+        after: {{kind: sql, inputs: {{t: checked}}, params: {{query: "select count(*) as n from t"}}}}
         """,
     )
 

@@ -6,21 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import load_and_run, manifest, parquet_table, write_spec
+from tests.helpers import load_and_run, manifest, parquet_table, spec_reading, write_spec
 
 pytestmark = pytest.mark.spark
 
 
 def test_sample_is_exact_and_nested_sizes_nest(spark, home, tmp_path: Path) -> None:
     data = parquet_table(spark, tmp_path, 5000)
-    spec = write_spec(
+    spec = spec_reading(
         tmp_path / "p",
-        f"""
-        stages:
-          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
-          one: {{kind: sample, inputs: {{data: raw}}, params: {{n: 1234, seed: 5}}}}
-          nested: {{kind: sample, inputs: {{data: raw}}, params: {{sizes: [10, 300, 3000], seed: 5}}}}
-          indep: {{kind: sample, inputs: {{data: raw}}, params: {{sizes: [10, 300], nested: false, seed: 5}}}}
+        data,
+        """
+        one: {kind: sample, inputs: {data: raw}, params: {n: 1234, seed: 5}}
+        nested: {kind: sample, inputs: {data: raw}, params: {sizes: [10, 300, 3000], seed: 5}}
+        indep: {kind: sample, inputs: {data: raw}, params: {sizes: [10, 300], nested: false, seed: 5}}
         """,
     )
     plan = load_and_run(spark, spec)
@@ -31,12 +30,11 @@ def test_sample_is_exact_and_nested_sizes_nest(spark, home, tmp_path: Path) -> N
         for name in ("n10", "n300", "n3000")
     }
     assert ids["n10"] < ids["n300"] < ids["n3000"]
-    wider = write_spec(
+    wider = spec_reading(
         tmp_path / "p2",
-        f"""
-        stages:
-          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
-          nested: {{kind: sample, inputs: {{data: raw}}, params: {{sizes: [10, 300, 4500], seed: 5}}}}
+        data,
+        """
+        nested: {kind: sample, inputs: {data: raw}, params: {sizes: [10, 300, 4500], seed: 5}}
         """,
     )
     widened = load_and_run(spark, wider)["nested"]
@@ -51,22 +49,20 @@ def test_sample_refuses_more_rows_than_the_input_has_and_an_unknown_key(spark, h
     from dagspec.errors import StageFailedError
 
     data = parquet_table(spark, tmp_path, 50)
-    spec = write_spec(
+    spec = spec_reading(
         tmp_path / "p",
-        f"""
-        stages:
-          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
-          big: {{kind: sample, inputs: {{data: raw}}, params: {{n: 51}}}}
+        data,
+        """
+        big: {kind: sample, inputs: {data: raw}, params: {n: 51}}
         """,
     )
     with pytest.raises(StageFailedError, match="asked 51, have 50"):
         load_and_run(spark, spec)
-    keyed = write_spec(
+    keyed = spec_reading(
         tmp_path / "q",
-        f"""
-        stages:
-          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
-          some: {{kind: sample, inputs: {{data: raw}}, params: {{n: 5, key: [event]}}}}
+        data,
+        """
+        some: {kind: sample, inputs: {data: raw}, params: {n: 5, key: [event]}}
         """,
     )
     with pytest.raises(
@@ -77,13 +73,12 @@ def test_sample_refuses_more_rows_than_the_input_has_and_an_unknown_key(spark, h
 
 def test_undersample_to_minority_and_to_explicit_counts(spark, home, tmp_path: Path) -> None:
     data = parquet_table(spark, tmp_path, 4000, {0: 0.056, 1: 0.56, 2: 0.384})
-    spec = write_spec(
+    spec = spec_reading(
         tmp_path / "p",
-        f"""
-        stages:
-          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
-          minority: {{kind: undersample, inputs: {{data: raw}}, params: {{seed: 1}}}}
-          explicit: {{kind: undersample, inputs: {{data: raw}}, params: {{target_counts: {{"1": 100, "2": 50}}}}}}
+        data,
+        """
+        minority: {kind: undersample, inputs: {data: raw}, params: {seed: 1}}
+        explicit: {kind: undersample, inputs: {data: raw}, params: {target_counts: {"1": 100, "2": 50}}}
         """,
     )
     plan = load_and_run(spark, spec)

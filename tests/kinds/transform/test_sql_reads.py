@@ -12,7 +12,7 @@ import pytest
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import Inputs
 from dagspec.kinds.plan_inputs import check_reads_only_inputs, checked_sql, register_input_views
-from tests.helpers import load_and_run, parquet_table, write_spec
+from tests.helpers import load_and_run, parquet_table, spec_reading
 
 pytestmark = pytest.mark.spark
 
@@ -106,15 +106,14 @@ def test_plan_lines_forged_by_a_literal_hide_nothing(session: Any, tables: dict[
 def test_a_sql_stage_reading_a_file_fails_and_commits_nothing(spark: Any, home: Path, tmp_path: Path) -> None:
     data = parquet_table(spark, tmp_path, 10)
     (tmp_path / "other.csv").write_text("1\n2\n")
-    spec = write_spec(
+    spec = spec_reading(
         tmp_path / "p",
+        data,
         f"""
-        stages:
-          raw: {{kind: read, params: {{format: parquet, path: "{data}"}}}}
-          sneaky:
-            kind: sql
-            inputs: {{data: raw}}
-            params: {{query: "select * from data where id < (select count(*) from identifier('csv.`{tmp_path}/other.csv`'))"}}
+        sneaky:
+          kind: sql
+          inputs: {{data: raw}}
+          params: {{query: "select * from data where id < (select count(*) from identifier('csv.`{tmp_path}/other.csv`'))"}}
         """,
     )
     with pytest.raises(StageFailedError, match=r"^stage 'sneaky': its query reads a csv file by path"):
