@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from local_spark import local_session
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -147,7 +149,6 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """The side-by-side runs at --train-rows / --test-rows; returns the raw runs and the summary."""
     import numpy as np
     import xgboost as xgb
-    from pyspark.sql import SparkSession
     from sklearn.linear_model import LogisticRegression
 
     from dagspec.job.runtime import run_stage
@@ -160,13 +161,7 @@ def _compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     spec_path = work / "ctr_bench.yaml"
     spec_path.write_text(_spec_text(args))
     spec = load_spec(spec_path)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
+    spark = local_session()
     results: dict[str, Any] = {"train_rows": None, "test_rows": None, "rounds": args.rounds, "runs": []}
     plain_params = {
         "objective": "binary:logistic", "eval_metric": "logloss", "booster": "gbtree", "max_depth": 7, "eta": 0.2,

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from local_spark import local_session
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -249,17 +251,9 @@ def main() -> int:
     parser.add_argument("--work", default=None, help="scratch directory (default: a new temporary one)")
     parser.add_argument("--out", default=None, help="JSON results (default: WORK/generator_calibration.json)")
     args = parser.parse_args()
-    from pyspark.sql import SparkSession
-
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="dagspec-calibration-"))
     work.mkdir(parents=True, exist_ok=True)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
+    spark = local_session()
     try:
         data = write_tables(spark, work, args)
     finally:

@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from local_spark import local_session
+
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -150,18 +152,10 @@ def main() -> int:
     os.environ["DAGSPEC_STORAGE_ROOT"] = str(work / "storage")
     os.environ.setdefault("DAGSPEC_HOME", str(work))
 
-    from pyspark.sql import SparkSession
-
     import dagspec
 
     print(f"dagspec from {Path(dagspec.__file__).parent}", flush=True)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
+    spark = local_session()
     spark.sparkContext.setLogLevel("ERROR")
     logs = make_logs(spark, work, args.rows)
 

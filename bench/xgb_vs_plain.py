@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from local_spark import local_session
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -142,7 +144,6 @@ def main() -> int:
 def compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Data stages once, then per repeat and feature set the stage and plain xgboost; raw runs + medians."""
     import xgboost as xgb
-    from pyspark.sql import SparkSession
 
     from dagspec.job.runtime import run_stage
     from dagspec.kinds.model_card import read_model_card
@@ -155,13 +156,7 @@ def compare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         SPEC.format(logs_rows=2 * args.rows, bits=args.hash_bits, rounds=args.rounds, nthread=args.nthread)
     )
     spec = load_spec(spec_path)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
+    spark = local_session()
     data = ["logs", "train_days", "test_day", *[f"{k}_{f}" for f in args.features for k in ("train", "test")]]
     for name in data:
         plan = resolve_pipeline(spec, default_context(spec, {"rep": 0}))  # keyed on what upstream committed
