@@ -112,8 +112,9 @@ class ProcessSampler:
         return out
 
     def window(self, start: float, end: float) -> dict[str, Any]:
-        """Over ``[start, end]`` (epoch s): CPU seconds of all processes (by role), peak RSS (MB) of
-        one process and of all processes per role, and the processes seen."""
+        """Over ``[start, end]`` (epoch s): CPU seconds of all processes (by role, from the last sample
+        before the window to the first after it), peak RSS (MB) of one process and of all processes
+        per role (samples inside the window), and the processes seen."""
         before: dict[tuple[int, int], float] = {}
         last: dict[tuple[int, int], tuple[str, float]] = {}
         peak_one: dict[str, float] = defaultdict(float)
@@ -125,6 +126,11 @@ class ProcessSampler:
                 before = {k: v[3] for k, v in procs.items()}
                 continue
             if t > end:
+                # CPU up to the first sample after the window: a window shorter than the sampling
+                # interval still counts the CPU spent in it (and up to one interval more)
+                for key, (role, _rss, _hwm, cpu) in procs.items():
+                    if key in last or key in before:
+                        last[key] = (role, cpu)
                 break
             sums: dict[str, float] = defaultdict(float)
             for key, (role, rss_kb, hwm_kb, cpu) in procs.items():

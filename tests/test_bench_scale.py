@@ -13,6 +13,7 @@ import yaml
 
 from bench import scale
 from bench.scale_curves import curves
+from bench.scale_probe import ProcessSampler
 from bench.scale_projection import projection
 from bench.scale_report import report, slope
 from dagspec.spec.loader import load_spec
@@ -182,3 +183,16 @@ def test_the_runs_environment_sends_every_stage_to_the_master_in_spark_mode(tmp_
         assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"]) == {"conn_type": "spark", "host": master}
     else:
         assert "DAGSPEC_MODE" not in env and "AIRFLOW_CONN_SPARK_DEFAULT" not in env
+
+
+def test_a_window_shorter_than_the_sampling_interval_still_counts_its_cpu() -> None:
+    server, client, later = (1, 1), (2, 1), (3, 1)  # (pid, start ticks)
+    sampler = ProcessSampler(roots=set, samples=[
+        (10.0, {server: ("connect_server", 100, 100, 5.0), client: ("client", 50, 50, 1.0)}),
+        (10.5, {server: ("connect_server", 100, 100, 5.75), client: ("client", 60, 60, 1.25),
+                later: ("client", 10, 10, 0.5)}),
+    ])  # fmt: skip
+    window = sampler.window(10.1, 10.4)  # no sample inside: from the one before to the one after
+    assert window["cpu_s_by_role"] == {"client": 0.25, "connect_server": 0.75}
+    # seen first inside the window, a process counts all its CPU; one born after the window none
+    assert sampler.window(9.0, 10.2)["cpu_s_by_role"] == {"client": 1.25, "connect_server": 5.75}
