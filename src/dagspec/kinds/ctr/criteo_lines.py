@@ -14,6 +14,7 @@ with ``categoricals: int``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from dagspec.kinds.ctr.columns import CRITEO_CATEGORICAL_COLUMNS, CRITEO_COLUMNS, CRITEO_INTEGER_COLUMNS
@@ -64,17 +65,24 @@ def _string_ddl(params: LineOptions) -> str:
     return ", ".join(f"_f{i} STRING" for i in range(expected)) + f", {_BAD} STRING"
 
 
-def parse_lines(spark: SparkSession, files: list[str], params: LineOptions, delimiter: str) -> DataFrame:
+def parse_lines(
+    spark: SparkSession, files: list[str], params: LineOptions, delimiter: str, *, odd_only: bool = False
+) -> DataFrame:
     """Columns ``line``, ``file``, ``_reason`` (null: good), ``_header``, ``_names``, ``_float``, ``_row``.
 
     ``_names`` (header lines only) are the header's names, trimmed of blanks and quotes,
     lower-cased and joined by the delimiter; ``_float``: an integer field was written as a float;
     ``_row``: the typed Criteo columns (meaningful where ``_reason`` is null). Every line of the
     files is here, empty ones included: this is what the counts and the quarantine are made of.
+    ``odd_only``: only the lines that are not a row as read (those ``good_rows`` leaves out), each
+    split by the same parser first; the rules run on these alone.
     """
     from pyspark.sql import functions as F
 
     lines = spark.read.text(files).select(F.col("value").alias("line"), F.col("_metadata.file_path").alias("file"))
+    if odd_only:
+        typed = lines.select("*", F.from_csv("line", _typed_ddl(params), _options(delimiter)).alias("t"))
+        lines = typed.where(~_as_read(lambda n: F.col(f"t.{n}"), params)).drop("t")
     split = lines.select("line", "file", F.from_csv("line", _string_ddl(params), _options(delimiter)).alias("p"))
     rules = _Rules(params, delimiter, F.col("line"))
     return split.select(
@@ -88,45 +96,40 @@ def parse_lines(spark: SparkSession, files: list[str], params: LineOptions, deli
     )
 
 
-def good_rows(
-    spark: SparkSession, files: list[str], params: LineOptions, delimiter: str, *, as_read_only: bool = False
-) -> DataFrame:
-    """The typed Criteo rows of the lines ``parse_lines`` finds good, at the cost of Spark's CSV reader.
+def _typed_ddl(params: LineOptions) -> str:
+    """The reader's schema: the label a string, I-columns longs, C-columns strings, the corrupt record."""
+    names = (["_id"] if params.id_column else []) + CRITEO_COLUMNS
+    return ", ".join(
+        [f"{n} BIGINT" if n in CRITEO_INTEGER_COLUMNS else f"{n} STRING" for n in names] + [f"{_BAD} STRING"]
+    )
+
+
+def _as_read(field: Callable[[str], Column], params: LineOptions) -> Column:
+    """A line is a good row as read: parsed whole, a label of ``0`` or ``1`` (and hex categoricals where asked)."""
+    from pyspark.sql import functions as F
+
+    fast = field(_BAD).isNull() & field("label").isin("0", "1")
+    if params.categoricals == "int":
+        for name in CRITEO_CATEGORICAL_COLUMNS:
+            fast = fast & (field(name).isNull() | field(name).rlike(_HEX32))
+    return F.coalesce(fast, F.lit(False))
+
+
+def good_rows(spark: SparkSession, files: list[str], params: LineOptions, delimiter: str) -> DataFrame:
+    """The typed Criteo rows of the lines that are good rows as read, at the cost of Spark's CSV reader.
 
     Spark's CSV reader types the fields itself (label a string, I-columns longs); a line it parses
     whole with a label of ``0`` or ``1`` (and hex categoricals where asked) is a good row as read.
-    The other lines are split again into strings and given the rules (their raw line is the
-    reader's corrupt record, or the fields joined again when only the label was odd); with
-    ``as_read_only`` they are left out, and the query is the reader's alone (the rules' code in
-    the same generated stage costs the reader a third more even when no line runs it).
+    The other lines are left out (``parse_lines(odd_only=True)`` finds them): the query is the
+    reader's alone (the rules' code in the same generated stage costs the reader a third more
+    even when no line runs it).
     """
     from pyspark.sql import functions as F
 
-    names = (["_id"] if params.id_column else []) + CRITEO_COLUMNS
-    typed_ddl = ", ".join(
-        [f"{n} BIGINT" if n in CRITEO_INTEGER_COLUMNS else f"{n} STRING" for n in names] + [f"{_BAD} STRING"]
-    )
-    options = _options(delimiter)
-    read = spark.read.options(**options).schema(typed_ddl).csv(files)
-    fast = F.col(_BAD).isNull() & F.col("label").isin("0", "1")
-    if params.categoricals == "int":
-        for name in CRITEO_CATEGORICAL_COLUMNS:
-            fast = fast & (F.col(name).isNull() | F.col(name).rlike(_HEX32))
+    read = spark.read.options(**_options(delimiter)).schema(_typed_ddl(params)).csv(files)
     as_read = [F.col("label").cast("int").alias("label"), *(F.col(n) for n in CRITEO_INTEGER_COLUMNS)]
     as_read += [_categorical(F.col(n), params.categoricals).alias(n) for n in CRITEO_CATEGORICAL_COLUMNS]
-    if as_read_only:
-        return read.where(fast).select(*as_read)
-    rejoined = F.array_join(F.array(*[F.coalesce(F.col(n).cast("string"), F.lit("")) for n in names]), delimiter)
-    odd = read.select("*", fast.alias("_fast"), F.when(~fast, F.coalesce(F.col(_BAD), rejoined)).alias("_line"))
-    split = odd.select("*", F.when(~F.col("_fast"), F.from_csv("_line", _string_ddl(params), options)).alias("p"))
-    rules = _Rules(params, delimiter, F.col("_line"))
-    good = F.col("_fast") | (rules.reason.isNull() & ~rules.is_header)
-    # column by column: a struct of the row built per line and taken apart costs a tenth of the read
-    row = [
-        F.when(F.col("_fast"), fast).otherwise(slow).alias(n)
-        for fast, slow, n in zip(as_read, rules.row, CRITEO_COLUMNS, strict=True)
-    ]
-    return split.where(good).select(*row)
+    return read.where(_as_read(F.col, params)).select(*as_read)
 
 
 class _Rules:

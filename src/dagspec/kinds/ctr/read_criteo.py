@@ -115,10 +115,11 @@ def read_criteo(
     lines it parses whole with a label of 0 or 1 (``good_rows``; an observation in that pass would
     cost as much as the parse: it breaks Spark's code generation). Then one plain scan counts the
     lines: when every line became a row (the Parquet footers' count), there was no header, no
-    rejected line and no float-written integer (those are never rows as read). Otherwise the rows
-    are written again with the rules on the other lines, the lines parsed again for the exact
-    counts, and the rejected ones written to the quarantine; counts that do not add up (a file
-    changed while it was read) fail the stage. Nothing of the rows passes through this process.
+    rejected line and no float-written integer (those are never rows as read). Otherwise one more
+    pass picks the other lines alone and gives them the rules (kept on local disk while the stage
+    runs): their good rows are added to ``data``, the rejected ones written to the quarantine, and
+    all of them counted; counts that do not add up (a file changed while it was read) fail the
+    stage. Nothing of the rows passes through this process.
     """
     from pyspark.sql import functions as F
 
@@ -126,17 +127,18 @@ def read_criteo(
     if not files:
         raise StageFailedError(f"no files match {path!r}")
     delimiter = params.delimiter if params.delimiter is not None else "\t"
-    parsed = parse_lines(spark, files, params, delimiter)
-    is_rejected = F.col("_reason").isNotNull()
     data = ctx.output_path("data")
-    good_rows(spark, files, params, delimiter, as_read_only=True).write.mode("error").parquet(data)
+    good_rows(spark, files, params, delimiter).write.mode("error").parquet(data)
     written = spark.read.parquet(data).count()
     lines = spark.read.text(files).count()
-    clean = lines == written
-    if not clean:  # a line that is not a row as read: all of them again, with the rules
-        good_rows(spark, files, params, delimiter).write.mode("overwrite").parquet(data)
-        written = spark.read.parquet(data).count()
-    stats = _line_stats(parsed, lines, written, clean=clean)
+    stats: dict[str, Any] = {"lines": lines, "headers": 0, "rejected": 0, "floats": 0}
+    rejected = spark.createDataFrame([], "line STRING, reason STRING, file STRING")
+    if lines != written:  # some lines are not rows as read: those alone, with the rules
+        odd = ctx.persist(parse_lines(spark, files, params, delimiter, odd_only=True))
+        stats = _line_stats(odd, lines, written)
+        if stats["good"]:
+            odd.where(_GOOD).select("_row.*").write.mode("append").parquet(data)
+        rejected = odd.where(F.col("_reason").isNotNull()).select("line", F.col("_reason").alias("reason"), "file")
     headers, rejected_n = int(stats["headers"]), int(stats["rejected"])
     if params.header and headers:
         _check_headers(stats, files, delimiter, 1 if params.id_column else 0, headers)
@@ -148,10 +150,6 @@ def read_criteo(
             "integers_written_as_floats": int(stats["floats"]),
         }
     )
-    if rejected_n:
-        rejected = parsed.where(is_rejected).select("line", F.col("_reason").alias("reason"), "file")
-    else:  # an empty quarantine: no second pass
-        rejected = spark.createDataFrame([], "line STRING, reason STRING, file STRING")
     keep_rejected(
         ctx,
         rejected,
@@ -163,22 +161,23 @@ def read_criteo(
     return {}
 
 
-def _line_stats(parsed: DataFrame, lines: int, written: int, *, clean: bool) -> dict[str, Any]:
-    """``lines``, ``headers``, ``rejected``, ``floats`` and the header lines' names and files.
+_GOOD = "_reason IS NULL AND NOT _header"
 
-    ``clean``: every line was a row as read, so there is nothing to count; otherwise ``parsed``
-    (every line with the rules) is aggregated.
+
+def _line_stats(odd: DataFrame, lines: int, written: int) -> dict[str, Any]:
+    """``lines``, ``headers``, ``rejected``, ``floats``, ``good`` and the header lines' names and files.
+
+    ``odd``: the lines that were not rows as read (``parse_lines(odd_only=True)``), ``written``
+    the rows that were; together they must be every line.
     """
     from pyspark.sql import functions as F
 
-    stats: dict[str, Any] = {"lines": lines, "headers": 0, "rejected": 0, "floats": 0}
-    if clean:
-        return stats
     header = F.when(F.col("_header"), F.col("_names"))
-    good = F.col("_reason").isNull() & ~F.col("_header")
-    row = parsed.agg(
+    good = F.expr(_GOOD)
+    row = odd.agg(
         F.count(header).alias("headers"),
         F.count("_reason").alias("rejected"),
+        F.count(F.when(good, 1)).alias("good"),
         F.count(F.when(good & F.col("_float"), 1)).alias("floats"),
         F.min(header).alias("first_names"),
         F.max(header).alias("last_names"),
@@ -186,11 +185,11 @@ def _line_stats(parsed: DataFrame, lines: int, written: int, *, clean: bool) -> 
         F.max_by("file", header).alias("last_file"),
     ).first()
     assert row is not None
-    stats.update(row.asDict())
-    if written + int(stats["headers"]) + int(stats["rejected"]) != lines:
+    stats: dict[str, Any] = {"lines": lines, **row.asDict()}
+    if written + int(stats["good"]) + int(stats["headers"]) + int(stats["rejected"]) != lines:
         raise StageFailedError(
-            f"the files changed while they were read: {lines} lines, but {written} rows written, "
-            f"{stats['headers']} header lines and {stats['rejected']} rejected lines"
+            f"the files changed while they were read: {lines} lines, but {written} rows read as they were, "
+            f"{stats['good']} rows after the rules, {stats['headers']} header lines and {stats['rejected']} rejected lines"
         )
     return stats
 
