@@ -133,3 +133,36 @@ def test_the_draw_depends_on_the_rows_not_on_how_the_files_split_them(spark, hom
     # the same seed downstream draws anew: a split of the undersampled rows, or of a split's output
     assert 0.14 < len(split["after_b"]) / len(split["balanced"]) < 0.26
     assert 0.16 < len(split["again_b"]) / len(split["train"]) < 0.24
+
+
+def test_exact_thresholds_found_by_buckets_keep_the_lowest_ranked_rows_ties_included(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small buckets and fetches force several counting passes, on ranks and then on row ids (identical rows)."""
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    from dagspec.kinds.sampling import exact
+    from dagspec.kinds.sampling.row_hash import row_hash
+
+    monkeypatch.setattr(exact, "BUCKET_BITS", 8)
+    monkeypatch.setattr(exact, "FETCHED", 5)
+    source = spark.range(3000).select(
+        F.when(F.col("id") % 3 == 0, "a").when(F.col("id") % 3 == 1, "b").otherwise("c").alias("cls"),
+        # class a: 400 identical rows (one rank), then distinct ones
+        F.when((F.col("id") % 3 == 0) & (F.col("id") < 1200), F.lit(-1)).otherwise(F.col("id")).alias("v"),
+    )
+    source.repartition(3).write.parquet(str(tmp_path / "t"))
+    df = spark.read.parquet(str(tmp_path / "t"))
+    ranked = df.select("cls", "v", row_hash(df, 7, "salt").alias("r"), F.monotonically_increasing_id().alias("i"))
+    rows = sorted((r.cls, r.r, r.i, r.v) for r in ranked.collect())
+    in_a = [row for row in rows if row[0] == "a"]
+    block = next(k for k, row in enumerate(in_a) if row[3] == -1)
+    quotas = {"a": block + 200, "b": 17, "c": 0}  # the threshold falls inside the identical rows
+    got = Counter(tuple(r) for r in exact.take_exact(df, quotas, 7, "salt", class_col="cls").collect())
+
+    expected: Counter[tuple[str, int]] = Counter()
+    for cls, quota in quotas.items():
+        expected.update((c, v) for c, _, _, v in [row for row in rows if row[0] == cls][:quota])
+    assert got == expected and sum(got.values()) == block + 217 and got[("a", -1)] == 200

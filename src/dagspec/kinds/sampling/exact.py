@@ -6,11 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from dagspec.errors import StageFailedError
-from dagspec.kinds.base import num_partitions
 from dagspec.kinds.sampling.row_hash import row_hash
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 
 def take_exact(
@@ -24,13 +23,14 @@ def take_exact(
     """Exactly ``quotas[c]`` rows of each class ``c`` (or of the whole table under key ''), at random.
 
     Every row's rank is a seeded hash of its values (``row_hash``: the same rows whatever the
-    partitioning; ties, i.e. identical rows, broken by a row id). Only the narrow table of
-    (class, rank, id) is sorted: range-partitioned and sorted by (class, rank, id), each partition
-    holds a contiguous slice of every class's order; a tiny per-partition count table gives each
-    partition's offset, which finds, per class, the (rank, id) of the last row within the quota.
-    The wide rows are then filtered against those thresholds without being shuffled. Exact, fully
-    parallel, and nothing but counts and one threshold per class reach the driver. The input is a
-    Parquet checkpoint, so rank and id are the same in both passes over it.
+    partitioning; ties, i.e. identical rows, broken by a row id), and a class keeps its
+    ``quotas[c]`` lowest (rank, id). Nothing is sorted: the narrow table of (class, rank, id) is
+    kept on local disk, and each class's threshold found by counting it in rank buckets (4,096 per
+    pass, each pass within the bucket the quota falls in) until the bucket is small enough to
+    fetch (at most ``FETCHED`` ids per class: one counting pass up to about 4x10^7 rows of a
+    class, two up to 10^11). The wide rows are then filtered against those thresholds without
+    being shuffled. Exact, fully parallel, and nothing but counts and a bucket's ids reach the
+    driver. The input is a Parquet checkpoint, so rank and id are the same in both passes over it.
     """
     from pyspark.sql import functions as F
 
@@ -48,40 +48,59 @@ def take_exact(
     return ranked.where(keep).drop("__class", "__rank", "__row")
 
 
+BUCKET_BITS = 12
+FETCHED = 10_000
+
+
 def _thresholds(narrow: DataFrame, quotas: Mapping[str, int]) -> dict[str, tuple[int, int]]:
-    """Per class with a positive quota: the (rank, row id) of its quota-th row in (rank, id) order."""
+    """Per class with a positive quota: the (rank, row id) of its quota-th row in (rank, id) order.
+
+    Each pass counts the candidates of every class in ``2**BUCKET_BITS`` buckets of the next bits
+    of the rank (a signed shift keeps the order of signed ranks), then of the row id when one rank
+    holds more than ``FETCHED`` rows (identical rows), and keeps the bucket the quota's row falls
+    in; the last bucket's (rank, id) are fetched and the row picked by sorting them.
+    """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    n_partitions = max(1, num_partitions(narrow))
-    ordered = (
-        narrow.repartitionByRange(n_partitions, "__class", "__rank", "__row")
-        .sortWithinPartitions("__class", "__rank", "__row")
-        .withColumn("__pid", F.spark_partition_id())
-        .withColumn("__mid", F.monotonically_increasing_id())
-    ).persist(StorageLevel.DISK_ONLY)  # on disk: 11M ranked rows unrolled in the server's heap ran it out
+    kept = narrow.persist(StorageLevel.DISK_ONLY)  # on disk: 11M ranked rows in the server's heap ran it out
     try:
-        counts = (
-            ordered.groupBy("__pid", "__class").agg(F.count("*").alias("n"), F.min("__mid").alias("first")).collect()
-        )
-        offsets: dict[tuple[int, str], int] = {}
-        running: dict[str, int] = {}
-        for count in sorted(counts, key=lambda r: (r["__class"], r["__pid"])):
-            offsets[(count["__pid"], count["__class"])] = running.get(count["__class"], 0) - count["first"]
-            running[count["__class"]] = running.get(count["__class"], 0) + count["n"]
-        missing = {c: (q, running.get(c, 0)) for c, q in quotas.items() if running.get(c, 0) < q}
+        totals = {r["__class"]: int(r["n"]) for r in kept.groupBy("__class").agg(F.count("*").alias("n")).collect()}
+        missing = {c: (q, totals.get(c, 0)) for c, q in quotas.items() if totals.get(c, 0) < q}
         if missing:
             detail = ", ".join(f"{c or 'all rows'}: asked {q}, have {have}" for c, (q, have) in missing.items())
             raise StageFailedError(f"not enough rows to sample exactly: {detail}")
-        offset_map = F.create_map(
-            *[e for (pid, c), off in offsets.items() for e in (F.lit(f"{pid}|{c}"), F.lit(off).cast("long"))]
-        )
-        position = F.col("__mid") + offset_map[F.concat_ws("|", F.col("__pid").cast("string"), F.col("__class"))]
-        last = {c: q - 1 for c, q in quotas.items() if q > 0}
-        if not last:
-            return {}
-        last_map = F.create_map(*[e for c, p in last.items() for e in (F.lit(c), F.lit(p).cast("long"))])
-        rows = ordered.where(position == last_map[F.col("__class")]).select("__class", "__rank", "__row").collect()
-        return {r["__class"]: (int(r["__rank"]), int(r["__row"])) for r in rows}
+        wanted = {c: q for c, q in quotas.items() if q > 0}  # the place of the row sought among the candidates
+        within = {c: F.lit(True) for c in wanted}  # a class's candidates
+        size = {c: totals[c] for c in wanted}
+        for column in ("__rank", "__row"):
+            shift = 64
+            while wanted and max(size.values()) > FETCHED and shift > 0:
+                shift = max(0, shift - BUCKET_BITS)
+                bits = F.shiftright(column, shift)
+                counts = (
+                    _candidates(kept, within).groupBy("__class", bits.alias("b")).agg(F.count("*").alias("n")).collect()
+                )
+                for c in wanted:
+                    below = 0
+                    for b, n in sorted((int(r["b"]), int(r["n"])) for r in counts if r["__class"] == c):
+                        if below + n >= wanted[c]:
+                            within[c], size[c], wanted[c] = within[c] & (bits == F.lit(b)), n, wanted[c] - below
+                            break
+                        below += n
+        found: dict[str, list[tuple[int, int]]] = {c: [] for c in wanted}
+        for r in _candidates(kept, within).select("__class", "__rank", "__row").collect():
+            found[r["__class"]].append((int(r["__rank"]), int(r["__row"])))
+        return {c: sorted(found[c])[k - 1] for c, k in wanted.items()}
     finally:
-        ordered.unpersist()
+        kept.unpersist()
+
+
+def _candidates(narrow: DataFrame, within: Mapping[str, Column]) -> DataFrame:
+    """The rows of the classes sought that are still candidates."""
+    from pyspark.sql import functions as F
+
+    keep = F.lit(False)
+    for c, condition in within.items():
+        keep = keep | ((F.col("__class") == F.lit(c)) & condition)
+    return narrow.where(keep)
