@@ -61,6 +61,25 @@ def test_bad_csv_rows_are_quarantined_and_counted(spark, home, tmp_path: Path) -
     assert good.where("id = 3").first()["name"] == "name, 3"
 
 
+def test_headers_of_several_files_and_blank_lines_are_no_rejected_rows(spark, home, tmp_path: Path) -> None:
+    """The clean check counts a header per file; a blank line is no row and makes the exact count run."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,amount,name\n1,2,one\n3,4,three\n")
+    (folder / "b.csv").write_text("id,amount,name\n5,6,five\n")
+    plan = load_and_run(spark, _read_spec(tmp_path / "clean", folder))
+    m = manifest(plan["raw"])
+    assert m["rows"] == {"data": 3} and m["metrics"]["rejected"] == 0 and m["metrics"]["rows_read"] == 3
+    (folder / "b.csv").write_text("id,amount,name\n5,6,five\n\n7,x,seven\n")  # a blank line, a bad row
+    plan = load_and_run(spark, _read_spec(tmp_path / "dirty", folder, ", max_rejected_fraction: 0.5"))
+    m = manifest(plan["raw"])
+    assert m["rows"] == {"data": 3} and m["metrics"]["rejected"] == 1 and m["metrics"]["rows_read"] == 4
+    (folder / "b.csv").write_text("id,amount,name\n5,6,five\n   \n")  # blanks only: no row, none rejected
+    plan = load_and_run(spark, _read_spec(tmp_path / "blank", folder))
+    m = manifest(plan["raw"])
+    assert m["rows"] == {"data": 3} and m["metrics"]["rejected"] == 0 and m["metrics"]["rows_read"] == 3
+
+
 def test_above_max_rejected_fraction_fails_with_the_count(spark, home, tmp_path: Path) -> None:
     data = bad_csv(tmp_path)
     with pytest.raises(

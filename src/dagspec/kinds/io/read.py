@@ -88,7 +88,7 @@ def read(inputs: Inputs, params: ReadParams, ctx: StageContext) -> Outputs:
         return {"data": read_root(ctx.spark, path, params, ctx)}
     if params.format == "parquet":
         return {"data": read_table(ctx, path, params)}
-    return {"data": read_text_table(ctx, files, params)}
+    return read_text_table(ctx, files, params)
 
 
 def read_table(ctx: StageContext, path: str, params: ReadParams) -> DataFrame:
@@ -112,8 +112,19 @@ def _reader_options(params: ReadParams) -> dict[str, str]:
     return options
 
 
-def read_text_table(ctx: StageContext, files: list[str], params: ReadParams) -> DataFrame:
-    """csv / tsv / json through Spark's readers; rows that do not parse go to the quarantine."""
+# reader options under which a line of the file is not one record (or not read as the text reader reads it)
+_NOT_LINE_BY_LINE = ("multiline", "linesep", "encoding", "charset", "samplingratio")
+
+
+def read_text_table(ctx: StageContext, files: list[str], params: ReadParams) -> Outputs:
+    """csv / tsv / json through Spark's readers; rows that do not parse go to the quarantine.
+
+    csv and tsv read line by line write the rows that parse in one pass that computes nothing
+    else; one text scan then counts the non-empty lines: when they are the rows written (and a
+    header line per file), nothing was rejected. Otherwise (and always for json, multi-line
+    records or another line separator or encoding) the rejected rows are parsed again, counted
+    and written to the quarantine; the rows written stand (every row that parses is good).
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.types import DataType, StringType, StructField, StructType
 
@@ -132,21 +143,38 @@ def read_text_table(ctx: StageContext, files: list[str], params: ReadParams) -> 
         schema = StructType([f for f in inferred.fields if f.name != corrupt])
     full = StructType([*schema.fields, StructField(_BAD, StringType())])
     raw = load(files, schema=full, mode="PERMISSIVE", columnNameOfCorruptRecord=_BAD, **options)
-    parsed = ctx.persist(raw.select("*", F.col("_metadata.file_path").alias(_FILE)))
-    stats = parsed.agg(F.count("*").alias("rows"), F.count(_BAD).alias("rejected")).first()
-    assert stats is not None
-    bad = parsed.where(F.col(_BAD).isNotNull())
+    data = ctx.output_path("data")
+    raw.where(F.col(_BAD).isNull()).drop(_BAD).write.mode("error").parquet(data)
+    written = spark.read.parquet(data).count()
+    ctx.metrics["files"] = len(files)
+    line_by_line = params.format != "json" and not any(k.lower() in _NOT_LINE_BY_LINE for k in options)
+    if line_by_line:
+        seen = (
+            spark.read.text(files)
+            .where(F.col("value") != "")
+            .agg(F.count("*").alias("lines"), F.count_distinct(F.col("_metadata.file_path")).alias("files"))
+            .first()
+        )
+        assert seen is not None
+        headers = int(seen["files"]) if params.header else 0
+        # Spark's reader skips blank lines (and comments): more lines than rows means a look at them
+        if int(seen["lines"]) == written + headers:
+            empty = spark.createDataFrame([], "line STRING, reason STRING, file STRING")
+            keep_rejected(ctx, empty, rejected_n=0, rows_read=written, max_fraction=params.max_rejected_fraction)
+            return {}
+    # every column selected: the parser checks every field (it parses only the columns a query needs)
+    bad = ctx.persist(raw.where(F.col(_BAD).isNotNull()).select("*", F.col("_metadata.file_path").alias(_FILE)))
+    rejected_n = bad.count()
     reason = _csv_reason(schema, options) if params.format != "json" else _json_reason(schema)
     rejected = bad.select(F.col(_BAD).alias("line"), reason.alias("reason"), F.col(_FILE).alias("file"))
     keep_rejected(
         ctx,
         rejected,
-        rejected_n=int(stats["rejected"]),
-        rows_read=int(stats["rows"]),
+        rejected_n=rejected_n,
+        rows_read=written + rejected_n,
         max_fraction=params.max_rejected_fraction,
     )
-    ctx.metrics["files"] = len(files)
-    return parsed.where(F.col(_BAD).isNull()).drop(_BAD, _FILE)
+    return {}
 
 
 def _unparsable(tokens: Column, schema: StructType) -> list[Column]:
