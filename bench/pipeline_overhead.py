@@ -7,6 +7,8 @@ test as Parquet; 5 stages. Run side by side, interleaved round by round, in one 
 
 - ``dagspec connect``: ``dagspec run --force`` in Connect mode (the default): every stage a client
   of the long-lived local Spark Connect server (started before timing, as a user's would be);
+- ``dagspec connect-cold``: the same, with the server stopped before each run (untimed): the run
+  starts it, and its Python workers, itself (the first run after a fresh start);
 - ``dagspec spark``: ``dagspec run --force --mode spark``: a spark-submit (a JVM) per stage;
 - ``script``: one ``python`` process doing the same work with a local[*] SparkSession: parse with
   the Criteo schema and keep bad rows aside, exact undersampling to the minority class
@@ -116,7 +118,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
 
 def task_seconds(stdout: str) -> list[float]:
     """The no-op tasks' durations in the order Airflow ran them (read from the run's log)."""
-    durations = dict(re.findall(r"^\s+(noop\d+)\s+success\s+([0-9.]+) s", stdout, re.MULTILINE))
+    durations = dict(re.findall(r"^\s+(noop\d+)\s+(?:success|ran)\s+([0-9.]+) s", stdout, re.MULTILINE))
     log = re.search(r"log: (\S+\.log)", stdout)
     if len(durations) != NOOP_STAGES or not log:
         raise SystemExit(f"expected {NOOP_STAGES} no-op task durations and a log in:\n{stdout}")
@@ -132,7 +134,11 @@ def main() -> int:
     )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
-        "--modes", nargs="+", choices=["connect", "spark"], default=["connect", "spark"], help="dagspec's modes to time"
+        "--modes",
+        nargs="+",
+        choices=["connect", "connect-cold", "spark"],
+        default=["connect", "spark"],
+        help="dagspec's modes to time (connect-cold: the Connect server stopped before each run, untimed)",
     )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dagspec-bench-overhead-"))
@@ -149,15 +155,22 @@ def main() -> int:
         data = input_file(rows, work)
         spec = specs / f"bench_overhead_{rows}.yaml"
         spec.write_text(PIPELINE.format(input=data).replace("bench_overhead", f"bench_overhead_{rows}", 1))
-        variants = {f"dagspec {mode}": [DAGSPEC, "run", str(spec), "--force", "--mode", mode] for mode in args.modes}
+        variants = {
+            f"dagspec {mode}": [DAGSPEC, "run", str(spec), "--force", "--mode", mode.removesuffix("-cold")]
+            for mode in args.modes
+        }
         variants["script"] = [sys.executable, "-c", SCRIPT, str(data), str(work / f"script_{rows}")]
         for _ in range(args.repeat):
             for name, argv in variants.items():
+                if name.endswith("-cold"):  # the run starts the server (and its Python workers) itself
+                    subprocess.run([DAGSPEC, "connect", "down"], env=env, check=True, cwd=REPO, capture_output=True)
+                elif name.startswith("dagspec connect"):
+                    subprocess.run([DAGSPEC, "connect", "up"], env=env, check=True, cwd=REPO, capture_output=True)
                 wall, _ = timed(argv, env)
                 results.setdefault((f"{rows:,} rows", name), []).append(wall)
                 print(f"{rows:>9,} rows  {name:16} {wall:7.1f} s", flush=True)
     for _ in range(args.repeat):
-        for mode in args.modes:
+        for mode in (m for m in args.modes if not m.endswith("-cold")):
             _, out = timed([DAGSPEC, "run", str(noop), "--force", "--mode", mode], env)
             first, *others = task_seconds(out)
             results.setdefault(("no-op stage", f"task duration, {mode}"), []).extend(others)

@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -48,6 +49,21 @@ from dagspec.spec.loader import pipelines_dir
 from dagspec.spec.models import FORCE_PARAM, PipelineSpec
 from dagspec.spec.partitions import PARTITIONS_PARAM
 from dagspec.storage import project_home
+
+
+class _ServerStart(threading.Thread):
+    """The local Spark Connect server started in the background (``ensure_server``); ``error`` if it failed."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__(name="connect-server-start", daemon=True)
+        self.home = home
+        self.error: DagspecError | OSError | None = None
+
+    def run(self) -> None:
+        try:
+            ensure_server(self.home)
+        except (DagspecError, OSError) as error:  # reported after the run, whose first stage meets it too
+            self.error = error
 
 
 def connection_facts(conn_id: str, home: Path) -> tuple[str, bool]:
@@ -252,13 +268,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.mode:
         os.environ["DAGSPEC_MODE"] = args.mode
     env = prepare_local_airflow(home, [spec.spark.conn_id])
+    starting: _ServerStart | None = None
     if uses_local_server(env, spec.spark.conn_id):
         if not answering(ServerSettings.from_env().port) and every_stage_hits(spec, overrides):
             # starting it would cost a JVM (~10 s of CPU) for nothing; a stage that runs after all
             # starts it itself (dagspec.job.main). Checked only when it is down: the plan costs CPU too
             print("Spark Connect server: not started, every stage's checkpoint is committed")
-        else:
+        elif answering(ServerSettings.from_env().port):
             print(f"Spark Connect server: {ensure_server(home)} (`dagspec connect down` stops it)")
+        else:  # its JVM starts while Airflow starts; the first stage waits for it (the start's lock)
+            starting = _ServerStart(home)
+            starting.start()
+            print(
+                f"Spark Connect server: starting at {ServerSettings.from_env().url} (`dagspec connect down` stops it)"
+            )
     log_dir = home / ".dagspec" / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{spec.dag_id}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
@@ -268,6 +291,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     started = time.time()
     with log_path.open("w") as log, contextlib.nullcontext() if args.verbose else follow_progress(log_path):
         code, run_id = dags_test(spec.dag_id, overrides, env, None if args.verbose else log)
+    if starting is not None:
+        starting.join()
+        if starting.error is not None:
+            print(f"error: the Spark Connect server did not start: {starting.error}", file=sys.stderr)
     if run_id is None:  # no run at all: the cause first, never a `None` state
         lines = [] if args.verbose else log_path.read_text().splitlines()
         tail = ["--- last lines of the log ---", *lines[-40:]] if lines else []
