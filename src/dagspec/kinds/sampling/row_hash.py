@@ -58,8 +58,8 @@ def row_hash(df: DataFrame, seed: int, salt: str, key: Sequence[str] | None = No
     return F.xxhash64(F.lit(seed), F.lit(salt), *columns)
 
 
-def row_uniform(df: DataFrame, seed: int, salt: str, key: Sequence[str] | None = None) -> Column:
-    """A number in [0, 1) drawn from the row's hash: uniform over distinct rows."""
+def uniform(hashed: Column) -> Column:
+    """A number in [0, 1) from a row's hash (``row_hash``): uniform over distinct rows."""
     from pyspark.sql import functions as F
 
-    return F.shiftrightunsigned(row_hash(df, seed, salt, key), 11).cast("double") / F.lit(_UNIT)
+    return F.shiftrightunsigned(hashed, 11).cast("double") / F.lit(_UNIT)

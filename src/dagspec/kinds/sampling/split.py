@@ -9,10 +9,12 @@ from pydantic import Field, model_validator
 
 from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, kind
 from dagspec.kinds.quality.labels import class_counts, require_classes
-from dagspec.kinds.sampling.row_hash import DrawParams, row_hash, row_uniform
+from dagspec.kinds.sampling.row_hash import DrawParams, row_hash, uniform
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+_HASH = "__dagspec_row_hash"
 
 
 class SplitParams(DrawParams):
@@ -51,6 +53,8 @@ class SplitParams(DrawParams):
 )
 def split(inputs: Inputs, params: SplitParams, ctx: StageContext) -> Outputs:
     """Split randomly into named outputs (stage.train, stage.test, ...)."""
+    from pyspark.sql import functions as F
+
     df = inputs.table("data")
     if params.label_col is not None:  # one grouped count, before any row moves
         counts = class_counts(df, params.label_col, "split")
@@ -58,18 +62,18 @@ def split(inputs: Inputs, params: SplitParams, ctx: StageContext) -> Outputs:
             require_classes(counts, params.label_col, params.classes, "split")
         ctx.metrics["class_counts"] = counts
     # not randomSplit: its draw follows the scan's partitioning (see row_hash), and it sorts every
-    # partition by all columns first
-    draw = row_uniform(df, params.seed, ctx.written_stage, params.key)
+    # partition by all columns first. One hash of the row per output's pass: the draw is its top
+    # bits, the shuffle's order a hash of it (not another hash of every column)
+    hashed = df.select("*", row_hash(df, params.seed, ctx.written_stage, params.key).alias(_HASH))
+    draw = uniform(F.col(_HASH))
     outputs: dict[str, DataFrame] = {}
     low = 0.0
     names = list(params.fractions)
     for i, name in enumerate(names):
         high = low + params.fractions[name]
-        part = df.where((draw >= low) & (draw < high)) if i < len(names) - 1 else df.where(draw >= low)
-        outputs[name] = (
-            part.orderBy(row_hash(df, params.seed, f"{ctx.written_stage}/shuffle", params.key))
-            if name in params.shuffle
-            else part
-        )
+        part = hashed.where((draw >= low) & (draw < high)) if i < len(names) - 1 else hashed.where(draw >= low)
+        if name in params.shuffle:
+            part = part.orderBy(F.xxhash64(F.col(_HASH), F.lit("shuffle")))
+        outputs[name] = part.drop(_HASH)
         low = high
     return outputs
