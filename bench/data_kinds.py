@@ -23,11 +23,11 @@ Kinds, their twins, and what the twins leave out:
   second scan that counts the lines against the rows written (and on a dirty file the rewrite
   with every rule, the per-reason counts and the quarantine folder).
 - ``read_csv`` (inferred schema): ``spark.read.csv(header=True, inferSchema=True)`` to Parquet
-  (two passes, as the kind's). Leaves out the corrupt column, the cached parse, the count of good
-  and rejected rows and the quarantine write; it cannot count rejected lines (with an inferred
+  (two passes, as the kind's). Leaves out the corrupt column, the line count that tells whether a
+  row was rejected, the row count from the footers and the (empty) quarantine write; it cannot count rejected lines (with an inferred
   schema only a wrong field count rejects one): the check is the kind's 0 on the clean file.
 - ``read_tsv`` (a DDL schema): the reader with the schema and a corrupt column, to Parquet. Leaves
-  out the cache, the count and the quarantine write.
+  out the line count, the row count and the (empty) quarantine write.
 - ``generate_criteo_logs`` (1 day, seed 1): ``spark.range`` in 2 partitions, a Bernoulli label,
   13 log-normal integers and 26 power-law categoricals hashed to 8 hex digits with the kind's
   constants, each with its missing rate, ``concat_ws`` of 40 fields, ``repartition(1)`` to one
@@ -37,8 +37,8 @@ Kinds, their twins, and what the twins leave out:
   the folder swap, the observed click rate. Counts: lines, and fields in a line (40).
 - ``sample`` (n = rows / 10): a count, a seeded ``rand()`` below n / N plus 6 standard
   deviations, ``orderBy(rand).limit(n)``. Leaves out the hash of every column that makes the draw
-  independent of the partitioning, and the exact thresholds from the range-partitioned, sorted
-  (rank, id) table kept on disk.
+  independent of the partitioning, and the exact thresholds: the (rank, id) table kept on disk
+  and counted in rank buckets.
 - ``ctr_features_hashed`` (17 bits, log1p) and ``ctr_features_as_is``: the kind's expressions,
   hand-written: FeatureHasher over the log1p'd integers and the categoricals; ``conv`` from hex to
   signed ints. Leaves out the column check (and as_is' trim and hex check of each value).
@@ -46,7 +46,7 @@ Kinds, their twins, and what the twins leave out:
   per class in ``rand`` order cut at the minority count. Leaves out the row hash and the exact
   thresholds (as ``sample``); the null-label check is the grouped count both do.
 - ``split`` (0.8 / 0.2, train shuffled): a ``rand()`` threshold, train sorted by ``rand``. Leaves
-  out the row hash (over 40 columns, twice for train: draw and shuffle order). Counts cannot
+  out the row hash (over 40 columns, once per row and output; the shuffle orders by a hash of it). Counts cannot
   agree row for row: the draws differ. Asserted: the same total, and each output within 6
   standard deviations of the other side's (``randomSplit`` would sort every partition first).
 - ``export_parquet`` (4 partitions) and ``export_csv`` (header): ``df.repartition(4).write.parquet``

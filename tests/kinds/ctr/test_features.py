@@ -61,3 +61,17 @@ def test_generated_logs_features_and_exports(spark, home, tmp_path: Path) -> Non
     vw = [line for f in sorted((exports / "vw").glob("part-*")) for line in f.read_text().splitlines()]
     assert len(vw) == 4000 and all(line.startswith(("1 |i ", "-1 |i ")) and " |c " in line for line in vw)
     assert sum(line.startswith("1 ") for line in vw) == raw.where("label = 1").count()
+
+
+def test_as_is_reads_one_to_eight_hex_digits_and_nothing_else(spark) -> None:
+    from dagspec.kinds.ctr.columns import CRITEO_CATEGORICAL_COLUMNS, CRITEO_INTEGER_COLUMNS
+    from dagspec.kinds.ctr.features import CtrFeaturesParams, as_is_features
+
+    values = ["ffffffff", "80000000", " 0a ", "7FFFFFFF", "zz", "", "123456789", "12g", None, "é1", "+1"]
+    expected = [-1, -(2**31), 10, 2**31 - 1, None, None, None, None, None, None, None]
+    rows = [(i, 0, *([None] * 13), value, *([None] * 25)) for i, value in enumerate(values)]
+    names = ["_i", "label", *CRITEO_INTEGER_COLUMNS, *CRITEO_CATEGORICAL_COLUMNS]
+    types = ["int", "int", *(["bigint"] * 13), *(["string"] * 26)]
+    df = spark.createDataFrame(rows, ", ".join(f"{n} {t}" for n, t in zip(names, types, strict=True)))
+    out = as_is_features(df, CtrFeaturesParams(mode="as_is", keep_cols=["_i"])).orderBy("_i")
+    assert [r["C1"] for r in out.collect()] == expected

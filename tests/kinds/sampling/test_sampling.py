@@ -166,3 +166,23 @@ def test_exact_thresholds_found_by_buckets_keep_the_lowest_ranked_rows_ties_incl
     for cls, quota in quotas.items():
         expected.update((c, v) for c, _, _, v in [row for row in rows if row[0] == cls][:quota])
     assert got == expected and sum(got.values()) == block + 217 and got[("a", -1)] == 200
+
+    # read once: the rows below 6-sigma bounds are kept and give the same rows; bounds that do not
+    # hold a quota (as identical rows above a bound would) make both passes run instead
+    kept: list[object] = []
+
+    def persist(frame):  # type: ignore[no-untyped-def]
+        kept.append(frame)
+        return frame.persist()
+
+    monkeypatch.setattr(exact, "SUPERSET_MAX", 1.0)
+    for quotas_now in (quotas, {"a": 5, "b": 17, "c": 1}):
+        again = exact.take_exact(df, quotas_now, 7, "salt", class_col="cls", persist=persist)
+        want: Counter[tuple[str, int]] = Counter()
+        for cls, quota in quotas_now.items():
+            want.update((c, v) for c, _, _, v in [row for row in rows if row[0] == cls][:quota])
+        assert Counter(tuple(r) for r in again.collect()) == want
+    assert len(kept) == 2
+    monkeypatch.setattr(exact, "_bounds", lambda quotas, totals: {c: -(2**63) + 1 for c in quotas})
+    fallback = exact.take_exact(df, quotas, 7, "salt", class_col="cls", persist=persist)
+    assert Counter(tuple(r) for r in fallback.collect()) == expected and len(kept) == 3

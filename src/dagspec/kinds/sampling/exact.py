@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from dagspec.errors import StageFailedError
@@ -19,6 +20,9 @@ def take_exact(
     salt: str,
     class_col: str | None = None,
     key: Sequence[str] | None = None,
+    *,
+    persist: Callable[[DataFrame], DataFrame] | None = None,
+    totals: Mapping[str, int] | None = None,
 ) -> DataFrame:
     """Exactly ``quotas[c]`` rows of each class ``c`` (or of the whole table under key ''), at random.
 
@@ -31,6 +35,12 @@ def take_exact(
     class, two up to 10^11). The wide rows are then filtered against those thresholds without
     being shuffled. Exact, fully parallel, and nothing but counts and a bucket's ids reach the
     driver. The input is a Parquet checkpoint, so rank and id are the same in both passes over it.
+
+    With ``persist`` (the stage's, released once the outputs are written) and samples of at most
+    about half the rows, the input is read and hashed once: the rows whose rank lies below a bound
+    that holds the quota's row but for a 6-sigma draw (``_bounds``) are kept, and the thresholds
+    and the rows come from them; when they do not hold a class's quota (identical rows share a
+    rank), the two passes over the input run instead. ``totals``: the rows per class, when known.
     """
     from pyspark.sql import functions as F
 
@@ -40,12 +50,47 @@ def take_exact(
         .withColumn("__rank", row_hash(df, seed, salt, key))
         .withColumn("__row", F.monotonically_increasing_id())
     )
+    if persist is not None:
+        if totals is None:
+            totals = {
+                r["c"]: int(r["n"]) for r in df.groupBy(class_key.alias("c")).agg(F.count("*").alias("n")).collect()
+            }
+        bounds = _bounds(quotas, totals)
+        if bounds is not None:
+            below = F.lit(False)
+            for cls, bound in bounds.items():
+                rank_ok = F.lit(True) if bound is None else F.col("__rank") < F.lit(bound)
+                below = below | ((F.col("__class") == F.lit(cls)) & rank_ok)
+            kept = persist(ranked.where(below))
+            held = {r["__class"]: int(r["n"]) for r in kept.groupBy("__class").agg(F.count("*").alias("n")).collect()}
+            if all(held.get(c, 0) >= q for c, q in quotas.items() if q > 0):
+                ranked = kept
     thresholds = _thresholds(ranked.select("__class", "__rank", "__row"), quotas)
     keep = F.lit(False)
     for cls, (rank, row) in thresholds.items():
         within = (F.col("__rank") < F.lit(rank)) | ((F.col("__rank") == F.lit(rank)) & (F.col("__row") <= F.lit(row)))
         keep = keep | ((F.col("__class") == F.lit(cls)) & within)
     return ranked.where(keep).drop("__class", "__rank", "__row")
+
+
+SUPERSET_MAX = 0.5  # above this share of the rows, keeping them costs more than a second read
+
+
+def _bounds(quotas: Mapping[str, int], totals: Mapping[str, int]) -> dict[str, int | None] | None:
+    """Per class with a quota: a rank below which its quota's row lies but for a 6-sigma draw (None:
+    every row of the class); None when the rows below the bounds would be above ``SUPERSET_MAX``."""
+    bounds: dict[str, int | None] = {}
+    expected = 0.0
+    for cls, quota in quotas.items():
+        total = totals.get(cls, 0)
+        if quota <= 0 or total <= 0:
+            continue
+        p = min(1.0, quota / total)
+        high = p + 6 * math.sqrt(p * (1 - p) / total) + 16 / total
+        expected += min(1.0, high) * total
+        bound = -(2**63) + int(high * 2**64)
+        bounds[cls] = bound if bound < 2**63 else None
+    return bounds if expected <= SUPERSET_MAX * sum(totals.values()) else None
 
 
 BUCKET_BITS = 12

@@ -45,7 +45,9 @@ def sample(inputs: Inputs, params: SampleParams, ctx: StageContext) -> Outputs:
     result = {}
     if params.nested:
         largest = max(sizes.values())
-        base = ctx.persist(take_exact(df, {"": largest}, params.seed, ctx.written_stage, key=params.key))
+        base = ctx.persist(
+            take_exact(df, {"": largest}, params.seed, ctx.written_stage, key=params.key, persist=ctx.persist)
+        )
         for name, size in sizes.items():
             # the same hash ranks the base as it ranked the input: each sample is the input's `size`
             # lowest-ranked rows, so smaller samples nest and do not change when a larger size is added
@@ -54,6 +56,8 @@ def sample(inputs: Inputs, params: SampleParams, ctx: StageContext) -> Outputs:
             )
     else:
         for name, size in sizes.items():
-            result[name] = take_exact(df, {"": size}, params.seed, f"{ctx.written_stage}/{name}", key=params.key)
+            result[name] = take_exact(
+                df, {"": size}, params.seed, f"{ctx.written_stage}/{name}", key=params.key, persist=ctx.persist
+            )
     ctx.metrics["sizes"] = sizes
     return result

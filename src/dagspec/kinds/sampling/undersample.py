@@ -40,7 +40,9 @@ def undersample(inputs: Inputs, params: UndersampleParams, ctx: StageContext) ->
     else:
         minority = min(before.values())
         quotas = {c: minority for c in before}
-    result = take_exact(df, quotas, params.seed, ctx.written_stage, params.label_col, params.key)
+    result = take_exact(
+        df, quotas, params.seed, ctx.written_stage, params.label_col, params.key, persist=ctx.persist, totals=before
+    )
     ctx.metrics["class_counts_before"] = before
     ctx.metrics["class_counts_after"] = {c: min(q, before.get(c, 0)) for c, q in quotas.items()}
     return {"data": result}
