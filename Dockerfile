@@ -88,7 +88,7 @@ ENV AIRFLOW_HOME=/opt/airflow \
     SPARK_WORKER_DIR=/opt/spark-work \
     PYSPARK_PYTHON=/opt/venv/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python \
-    JDK_JAVA_OPTIONS="-XX:SharedArchiveFile=/opt/venv/share/dagspec/spark.jsa -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off -XX:-DontCompileHugeMethods"
+    JDK_JAVA_OPTIONS="-XX:SharedArchiveFile=/opt/venv/share/dagspec/spark.jsa -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off"
 
 USER 50000
 WORKDIR /opt/dagspec

@@ -13,14 +13,11 @@ from dagspec import jvm
 def test_options_carry_the_archive_first_and_keep_the_callers_own(tmp_path: Path, monkeypatch) -> None:
     archive = tmp_path / "spark.jsa"
     monkeypatch.setattr(jvm, "archive_path", lambda: archive)
-    # no archive: only the JIT's flag for generated code, which the caller may turn off
-    assert jvm.java_options({"JDK_JAVA_OPTIONS": "-Xmx1g"}) == "-XX:-DontCompileHugeMethods -Xmx1g"
-    assert jvm.java_options({"JDK_JAVA_OPTIONS": "-XX:+DontCompileHugeMethods"}) == "-XX:+DontCompileHugeMethods"
-    assert jvm.jvm_env({}) == {"JDK_JAVA_OPTIONS": "-XX:-DontCompileHugeMethods"}
+    assert jvm.java_options({"JDK_JAVA_OPTIONS": "-Xmx1g"}) == "-Xmx1g"  # no archive: nothing added
+    assert jvm.jvm_env({}) == {}
     archive.write_bytes(b"x")
     options = jvm.java_options({"JDK_JAVA_OPTIONS": "-Xmx1g"})
     assert options.startswith(f"-XX:SharedArchiveFile={archive} -Xshare:auto") and options.endswith(" -Xmx1g")
-    assert " -XX:-DontCompileHugeMethods " in options
     assert jvm.java_options({"JDK_JAVA_OPTIONS": options}) == options  # applied once, not twice
     assert jvm.jvm_env({}) == {"JDK_JAVA_OPTIONS": jvm.java_options({})}
 

@@ -7,7 +7,7 @@ archive (JDK 13+) they are mapped instead. Measured on the 2-core machine, a one
 
 The archive is built once per install (``dagspec jvm-archive``, run by ``make bootstrap``) into the
 environment's ``share/dagspec`` folder, keyed by the pyspark version. JVMs started by dagspec get it
-through ``JDK_JAVA_OPTIONS`` (with ``COMPILE_HUGE``, built or not); without the file nothing else changes. A JVM whose class path or JDK does
+through ``JDK_JAVA_OPTIONS``; without the file nothing changes. A JVM whose class path or JDK does
 not match the archive ignores it (``-Xshare:auto``), so a stale archive costs nothing but its speed.
 """
 
@@ -33,22 +33,14 @@ def archive_path() -> Path:
     return Path(sys.prefix) / "share" / "dagspec" / f"spark-{spark}.jsa"
 
 
-# HotSpot interprets methods of more than 8,000 bytes of bytecode, and whole-stage code generation
-# writes one method per stage: a wide projection (26 checked hex columns, the log generator's 40
-# fields) ran 2-2.5x slower interpreted (bench/RESULTS.md, "Every data kind")
-COMPILE_HUGE = "-XX:-DontCompileHugeMethods"
-
-
 def java_options(environ: Mapping[str, str] | None = None) -> str:
-    """``JDK_JAVA_OPTIONS`` for a Spark JVM: the archive's flags first (when built), the JIT compiling
-    generated code of any size, then the caller's own (which may say otherwise: they come last)."""
+    """``JDK_JAVA_OPTIONS`` for a Spark JVM: the archive's flags first, then the caller's own."""
     environ = os.environ if environ is None else environ
     own = environ.get(JAVA_OPTIONS_VAR, "").strip()
     archive = archive_path()
-    flags = [] if not archive.is_file() or "SharedArchiveFile" in own else [f"-XX:SharedArchiveFile={archive}", QUIET]
-    if "DontCompileHugeMethods" not in own:
-        flags.append(COMPILE_HUGE)
-    return " ".join([*flags, own]).strip()
+    if not archive.is_file() or "SharedArchiveFile" in own:
+        return own
+    return f"-XX:SharedArchiveFile={archive} {QUIET} {own}".strip()
 
 
 def jvm_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
