@@ -1,6 +1,7 @@
 """The Spark session the single-machine benchmarks measure in: ``local[2]``, a 4 GB driver, no UI,
-and the JVM options dagspec gives its own Spark JVMs (``dagspec.jvm``: the class archive, generated
-code compiled whatever its size), so both sides of a comparison run in the JVM a stage runs in."""
+the JVM options dagspec gives its own Spark JVMs (``dagspec.jvm``: the class archive) and the
+settings every stage's session gets (``dagspec.job.session.CODEGEN_CONF``), so both sides of a
+comparison run as a stage runs."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ def local_session() -> Any:
     from pyspark.sql import SparkSession
 
     from dagspec import jvm
+    from dagspec.job.session import CODEGEN_CONF
 
     os.environ.update(jvm.jvm_env())
-
-    return (
+    builder = (
         SparkSession.builder.master("local[2]")
         .config("spark.driver.memory", "4g")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
-        .getOrCreate()
     )
+    for key, value in CODEGEN_CONF.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -19,6 +19,13 @@ if TYPE_CHECKING:
 # for a partitioned stage's partitions run side by side), and the session settings it was given
 _REMOTES: dict[int, str] = {}
 _CONFS: dict[int, dict[str, str]] = {}
+# Every stage's session, as Spark's docs advise on HotSpot: whole-stage code generation writes one
+# method per stage, and HotSpot leaves methods of more than 8,000 bytes of bytecode to its
+# interpreter; above that Spark generates code per operator instead, in methods the JIT compiles.
+# A wide projection (ctr_features as_is: 26 hex columns checked) took 35 s of JVM CPU at 10^6 rows
+# with Spark's default (65535) and 16-19 s with this (bench/RESULTS.md, "Every data kind"). Results
+# do not change; a stage's own conf may set another value.
+CODEGEN_CONF = {"spark.sql.codegen.hugeMethodLimit": "8000"}
 
 
 def create_session(
@@ -38,15 +45,20 @@ def create_session(
         # pyspark's default retries an unreachable server for about ten minutes; a stage fails in
         # ~10 s instead, and Airflow's retry (which restarts dagspec's local server) takes over
         session.client.set_retry_policies([DefaultPolicy(max_retries=6, max_backoff=4000)])
-        for key, value in (conf or {}).items():
+        settings = {**CODEGEN_CONF, **(conf or {})}
+        for key, value in settings.items():
             session.conf.set(key, value)
         _REMOTES[id(session)] = remote
-        _CONFS[id(session)] = dict(conf or {})
+        _CONFS[id(session)] = settings
         return session
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    for key, value in CODEGEN_CONF.items():
+        if key not in (conf or {}) and session.conf.get(key, None) in (None, "65535"):
+            session.conf.set(key, value)
+    return session
 
 
 def sibling_session(spark: SparkSession) -> SparkSession:
