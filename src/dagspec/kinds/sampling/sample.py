@@ -45,9 +45,9 @@ def sample(inputs: Inputs, params: SampleParams, ctx: StageContext) -> Outputs:
     result = {}
     if params.nested:
         largest = max(sizes.values())
-        base = ctx.persist(
-            take_exact(df, {"": largest}, params.seed, ctx.written_stage, key=params.key, persist=ctx.persist)
-        )
+        base = take_exact(df, {"": largest}, params.seed, ctx.written_stage, key=params.key, persist=ctx.persist)
+        if len(sizes) > 1:  # read again for each smaller size: kept; one size is only written
+            base = ctx.persist(base)
         for name, size in sizes.items():
             # the same hash ranks the base as it ranked the input: each sample is the input's `size`
             # lowest-ranked rows, so smaller samples nest and do not change when a larger size is added
