@@ -92,7 +92,7 @@ from data_kinds_twins import (
     sample_size,
     worker_cpu_seconds,
 )
-from local_spark import local_session
+from local_spark import stage_session
 from read_speed import jvm_cpu_seconds, make_logs
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -232,18 +232,11 @@ def main() -> int:
     args = parser.parse_args()
     kinds = [k for k in TWINS if k in args.kinds]
     work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSPEC_STORAGE_ROOT"] = str(work / "storage")
-    os.environ.setdefault("DAGSPEC_HOME", str(work))
-
-    import dagspec
+    spark = stage_session(work)
     from dagspec.job.runtime import run_stage
     from dagspec.plan.resolve import default_context, resolve_pipeline
     from dagspec.spec.loader import load_spec
 
-    print(f"dagspec from {Path(dagspec.__file__).parent}", flush=True)
-    spark = local_session()
-    spark.sparkContext.setLogLevel("ERROR")
     sources = {SOURCES[k] for k in kinds}
     files: dict[str, str] = {}
     if sources - {"", PHYSICS_INPUT}:

@@ -5,6 +5,7 @@ comparison run as a stage runs."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -27,3 +28,19 @@ def local_session() -> Any:
     for key, value in CODEGEN_CONF.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def stage_session(work: Path) -> Any:
+    """``local_session`` for stages run in this process (``run_stage``): their storage under
+    ``work``, the dagspec the stages come from printed, Spark's log at errors only."""
+    import os
+
+    import dagspec
+
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSPEC_STORAGE_ROOT"] = str(work / "storage")
+    os.environ.setdefault("DAGSPEC_HOME", str(work))
+    print(f"dagspec from {Path(dagspec.__file__).parent}", flush=True)
+    spark = local_session()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

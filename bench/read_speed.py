@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from local_spark import local_session
+from local_spark import stage_session
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -148,15 +148,7 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="JSON results")
     args = parser.parse_args()
     work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSPEC_STORAGE_ROOT"] = str(work / "storage")
-    os.environ.setdefault("DAGSPEC_HOME", str(work))
-
-    import dagspec
-
-    print(f"dagspec from {Path(dagspec.__file__).parent}", flush=True)
-    spark = local_session()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = stage_session(work)
     logs = make_logs(spark, work, args.rows)
 
     checked = work / "bad.tsv"

@@ -23,7 +23,7 @@ from dagspec.errors import StageFailedError
 from dagspec.kinds.base import FILES, InputRole, Inputs, Outputs, StageContext, StageParams, kind
 from dagspec.kinds.ctr.columns import CRITEO_COLUMNS
 from dagspec.kinds.ctr.criteo_lines import good_rows, parse_lines
-from dagspec.kinds.quality.quarantine import keep_rejected
+from dagspec.kinds.quality.quarantine import keep_rejected, no_rejected
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -132,7 +132,7 @@ def read_criteo(
     written = spark.read.parquet(data).count()
     lines = spark.read.text(files).count()
     stats: dict[str, Any] = {"lines": lines, "headers": 0, "rejected": 0, "floats": 0}
-    rejected = spark.createDataFrame([], "line STRING, reason STRING, file STRING")
+    rejected = no_rejected(ctx)
     if lines != written:  # some lines are not rows as read: those alone, with the rules
         odd = ctx.persist(parse_lines(spark, files, params, delimiter, odd_only=True))
         stats = _line_stats(odd, lines, written)

@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 from dagspec import storage
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
-from dagspec.kinds.quality.quarantine import keep_rejected
+from dagspec.kinds.quality.quarantine import keep_rejected, no_rejected
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -159,8 +159,9 @@ def read_text_table(ctx: StageContext, files: list[str], params: ReadParams) -> 
         headers = int(seen["files"]) if params.header else 0
         # Spark's reader skips blank lines (and comments): more lines than rows means a look at them
         if int(seen["lines"]) == written + headers:
-            empty = spark.createDataFrame([], "line STRING, reason STRING, file STRING")
-            keep_rejected(ctx, empty, rejected_n=0, rows_read=written, max_fraction=params.max_rejected_fraction)
+            keep_rejected(
+                ctx, no_rejected(ctx), rejected_n=0, rows_read=written, max_fraction=params.max_rejected_fraction
+            )
             return {}
     # every column selected: the parser checks every field (it parses only the columns a query needs)
     bad = ctx.persist(raw.where(F.col(_BAD).isNotNull()).select("*", F.col("_metadata.file_path").alias(_FILE)))

@@ -27,6 +27,11 @@ QUARANTINE = "rejected"
 ROWS_PER_FILE = 1_000_000
 
 
+def no_rejected(ctx: StageContext) -> DataFrame:
+    """The quarantine of a reader that rejected nothing (the columns ``keep_rejected`` writes)."""
+    return ctx.spark.createDataFrame([], "line STRING, reason STRING, file STRING")
+
+
 def committed_path(ctx: StageContext, name: str) -> str:
     """Where ``ctx.output_path(name)`` will be once the attempt is committed."""
     stage_dir = ctx.work_dir.rstrip("/").rsplit("/", 1)[0]

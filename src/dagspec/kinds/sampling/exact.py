@@ -52,9 +52,7 @@ def take_exact(
     )
     if persist is not None:
         if totals is None:
-            totals = {
-                r["c"]: int(r["n"]) for r in df.groupBy(class_key.alias("c")).agg(F.count("*").alias("n")).collect()
-            }
+            totals = _class_counts(ranked.select("__class"))
         bounds = _bounds(quotas, totals)
         if bounds is not None:
             below = F.lit(False)
@@ -62,10 +60,17 @@ def take_exact(
                 rank_ok = F.lit(True) if bound is None else F.col("__rank") < F.lit(bound)
                 below = below | ((F.col("__class") == F.lit(cls)) & rank_ok)
             kept = persist(ranked.where(below))
-            held = {r["__class"]: int(r["n"]) for r in kept.groupBy("__class").agg(F.count("*").alias("n")).collect()}
+            held = _class_counts(kept)
             if all(held.get(c, 0) >= q for c, q in quotas.items() if q > 0):
-                ranked = kept
-    thresholds = _thresholds(ranked.select("__class", "__rank", "__row"), quotas)
+                thresholds = _thresholds(kept.select("__class", "__rank", "__row"), quotas, counted=held)
+                return _within_thresholds(kept, thresholds)
+    return _within_thresholds(ranked, _thresholds(ranked.select("__class", "__rank", "__row"), quotas))
+
+
+def _within_thresholds(ranked: DataFrame, thresholds: Mapping[str, tuple[int, int]]) -> DataFrame:
+    """The ranked rows at or below their class's (rank, row id) threshold, without the ranking columns."""
+    from pyspark.sql import functions as F
+
     keep = F.lit(False)
     for cls, (rank, row) in thresholds.items():
         within = (F.col("__rank") < F.lit(rank)) | ((F.col("__rank") == F.lit(rank)) & (F.col("__row") <= F.lit(row)))
@@ -97,20 +102,30 @@ BUCKET_BITS = 12
 FETCHED = 10_000
 
 
-def _thresholds(narrow: DataFrame, quotas: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+def _class_counts(df: DataFrame) -> dict[str, int]:
+    from pyspark.sql import functions as F
+
+    return {r["__class"]: int(r["n"]) for r in df.groupBy("__class").agg(F.count("*").alias("n")).collect()}
+
+
+def _thresholds(
+    narrow: DataFrame, quotas: Mapping[str, int], counted: Mapping[str, int] | None = None
+) -> dict[str, tuple[int, int]]:
     """Per class with a positive quota: the (rank, row id) of its quota-th row in (rank, id) order.
 
     Each pass counts the candidates of every class in ``2**BUCKET_BITS`` buckets of the next bits
     of the rank (a signed shift keeps the order of signed ranks), then of the row id when one rank
     holds more than ``FETCHED`` rows (identical rows), and keeps the bucket the quota's row falls
-    in; the last bucket's (rank, id) are fetched and the row picked by sorting them.
+    in; the last bucket's (rank, id) are fetched and the row picked by sorting them. ``counted``:
+    the rows per class of a ``narrow`` its caller keeps already (neither kept nor counted again).
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    kept = narrow.persist(StorageLevel.DISK_ONLY)  # on disk: 11M ranked rows in the server's heap ran it out
+    # on disk: 11M ranked rows in the server's heap ran it out
+    kept = narrow if counted is not None else narrow.persist(StorageLevel.DISK_ONLY)
     try:
-        totals = {r["__class"]: int(r["n"]) for r in kept.groupBy("__class").agg(F.count("*").alias("n")).collect()}
+        totals = dict(counted) if counted is not None else _class_counts(kept)
         missing = {c: (q, totals.get(c, 0)) for c, q in quotas.items() if totals.get(c, 0) < q}
         if missing:
             detail = ", ".join(f"{c or 'all rows'}: asked {q}, have {have}" for c, (q, have) in missing.items())
@@ -138,7 +153,8 @@ def _thresholds(narrow: DataFrame, quotas: Mapping[str, int]) -> dict[str, tuple
             found[r["__class"]].append((int(r["__rank"]), int(r["__row"])))
         return {c: sorted(found[c])[k - 1] for c, k in wanted.items()}
     finally:
-        kept.unpersist()
+        if counted is None:
+            kept.unpersist()
 
 
 def _candidates(narrow: DataFrame, within: Mapping[str, Column]) -> DataFrame:
