@@ -110,6 +110,22 @@ def ceiling(spark: Any, args: argparse.Namespace) -> dict[str, float]:
     return _scores(y, p)
 
 
+def _override(settings: list[str]) -> None:
+    """``NAME=JSON`` -> the generator module's constant (dict keys that are digits become ints)."""
+    from dagspec.kinds.ctr import logs_generator
+
+    def keys(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {int(k) if str(k).isdigit() else k: keys(v) for k, v in value.items()}
+        return value
+
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        if not hasattr(logs_generator, name):
+            raise SystemExit(f"--set: logs_generator has no constant {name!r}")
+        setattr(logs_generator, name, keys(json.loads(value)))
+
+
 def _base_ctr(args: argparse.Namespace) -> float:
     """``--base-ctr``, or the generator's default."""
     import inspect
@@ -248,11 +264,19 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--nthread", type=int, default=2)
     parser.add_argument("--vw", action="store_true", help="also Vowpal Wabbit (train_vw's defaults)")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="NAME=JSON",
+        help="override a constant of kinds/ctr/logs_generator.py for this run (a candidate signal)",
+    )
     parser.add_argument("--work", default=None, help="scratch directory (default: a new temporary one)")
     parser.add_argument("--out", default=None, help="JSON results (default: WORK/generator_calibration.json)")
     args = parser.parse_args()
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="dagspec-calibration-"))
     work.mkdir(parents=True, exist_ok=True)
+    _override(args.set)
     spark = local_session()
     try:
         data = write_tables(spark, work, args)

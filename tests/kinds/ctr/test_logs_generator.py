@@ -42,9 +42,34 @@ def test_a_value_has_one_effect_on_every_line(spark, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(logs_generator, "INTEGER_EFFECTS", {})
     monkeypatch.setattr(logs_generator, "INTERACTION_SCALE", 0.0)
+    monkeypatch.setattr(logs_generator, "INT_WAVES", {})
+    monkeypatch.setattr(logs_generator, "INT_SURFACES", [])
     monkeypatch.setattr(logs_generator, "cat_scale", lambda column: 1.0 if column == 2 else 0.0)
     frame = logs_generator.criteo_frame(spark, 4000, 2, seed=9)
     per_value = frame.groupBy("C3").agg(F.countDistinct("signal").alias("n"), F.count("*").alias("lines"))
     assert per_value.where("n > 1").count() == 0
     # and the values differ: the head (index 0) has no effect, the others one each
     assert frame.select(F.countDistinct("signal")).first()[0] > 20
+
+
+def test_an_integer_wave_is_its_value_s_alone_and_out_of_a_linear_model_s_reach(
+    spark, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the trees' part of the signal: a function of I2's value only, which a linear model in log1p(I2)
+    # (what VW and LR see) cannot follow: nearly uncorrelated with it, yet of a real size
+    import numpy as np
+    from pyspark.sql import functions as F
+
+    from dagspec.kinds.ctr import logs_generator
+
+    monkeypatch.setattr(logs_generator, "INTEGER_EFFECTS", {})
+    monkeypatch.setattr(logs_generator, "INTERACTION_SCALE", 0.0)
+    monkeypatch.setattr(logs_generator, "INT_SURFACES", [])
+    monkeypatch.setattr(logs_generator, "INT_WAVES", {1: (1.0, 1.0)})
+    monkeypatch.setattr(logs_generator, "cat_scale", lambda column: 0.0)
+    frame = logs_generator.criteo_frame(spark, 6000, 2, seed=11).where(F.col("I2").isNotNull())
+    per_value = frame.groupBy("I2").agg(F.countDistinct("signal").alias("n"))
+    assert per_value.where("n > 1").count() == 0
+    rows = frame.select(F.log1p("I2").alias("x"), "signal").toPandas()
+    assert rows["signal"].std() > 0.5
+    assert abs(np.corrcoef(rows["x"], rows["signal"])[0, 1]) < 0.2
