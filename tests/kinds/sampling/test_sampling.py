@@ -96,6 +96,19 @@ def test_undersample_to_minority_and_to_explicit_counts(spark, home, tmp_path: P
     assert explicit == {1: 100, 2: 50}
 
 
+def test_undersample_a_boolean_label(spark, home, tmp_path: Path) -> None:
+    # the class keys and the samplers' groups agree on Spark's string cast ("true", not Python's "True")
+    from pyspark.sql import functions as F
+
+    data = tmp_path / "flags"
+    spark.range(0, 600).select("id", (F.col("id") % 5 == 0).alias("label")).write.parquet(str(data))
+    spec = spec_reading(tmp_path / "p", data, "balanced: {kind: undersample, inputs: {data: raw}, params: {seed: 2}}")
+    plan = load_and_run(spark, spec)
+    assert manifest(plan["balanced"])["metrics"]["class_counts_before"] == {"true": 120, "false": 480}
+    rows = spark.read.parquet(plan["balanced"].output_path("data"))
+    assert {r["label"]: r["count"] for r in rows.groupBy("label").count().collect()} == {True: 120, False: 120}
+
+
 def test_the_draw_depends_on_the_rows_not_on_how_the_files_split_them(spark, home, tmp_path: Path) -> None:
     """The same rows as one file or as seven in another order: the same rows drawn by every kind."""
     from pyspark.sql import functions as F

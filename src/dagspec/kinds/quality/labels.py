@@ -36,7 +36,12 @@ def class_counts(df: DataFrame, label_col: str, who: str) -> dict[str, int]:
     """Rows per class value (as a string), from one grouped count; a missing column or a null label fails."""
     if label_col not in df.columns:
         raise StageFailedError(f"{who}: no label column {label_col!r} (columns: {', '.join(df.columns)})")
-    rows = [(row[0], int(row[1])) for row in df.groupBy(f"`{label_col}`").count().collect()]
+    from pyspark.sql import functions as F
+
+    # keyed by Spark's own string cast, as the samplers group their rows (Python's str() of a boolean
+    # is "True", Spark's "true": the quotas would name no class of the data)
+    key = F.col(f"`{label_col}`").cast("string").alias("class")
+    rows = [(row[0], int(row[1])) for row in df.groupBy(key).count().collect()]
     nulls = sum(n for value, n in rows if value is None)
     if nulls:
         raise StageFailedError(null_label_message(who, nulls, sum(n for _, n in rows), label_col))
