@@ -170,3 +170,20 @@ stages:
     assert spark.read.parquet(plan["few"].output_path("n10")).count() == 10
     assert len(made) == 2  # the read's parsed lines, the nested sample's base
     assert [df.storageLevel.useMemory or df.storageLevel.useDisk for df in made] == [False, False]
+
+
+CLASSIC_CONF = """
+from dagspec.job.session import create_session
+spark = create_session("codegen-limit", master="local[1]")
+print(spark.conf.get("spark.sql.codegen.hugeMethodLimit"))
+spark.stop()
+"""
+
+
+def test_a_classic_stage_session_compiles_wide_projections() -> None:
+    # the spark-submit path's session (a classic driver) gets the code generation limit too: with
+    # Spark's default a wide projection's one generated method runs in HotSpot's interpreter (2x CPU)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", CLASSIC_CONF], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "8000"
