@@ -94,8 +94,8 @@ def test_vw_ranks_held_out_rows_above_chance(spark, home, tmp_path: Path) -> Non
     plan = load_and_run(spark, spec)
     report = json.loads((Path(plan["scores"].output_path("report")) / "metrics.json").read_text())
     assert 700 < report["rows"] < 1100
-    # measured with generator seeds 3, 11, 42: 0.615, 0.642, 0.608 (chance: 0.5; DeLong lows 0.569,
-    # 0.595, 0.562: the generated logs are as hard as the real ones)
+    # measured with generator seeds 3, 11, 42: 0.652, 0.624, 0.597 (chance: 0.5; DeLong lows 0.608,
+    # 0.579, 0.549: the generated logs are as hard as the real ones)
     low, _ = report["roc_auc_ci"]
     assert report["roc_auc"] > 0.57 and low > 0.5, report["roc_auc"]
 
