@@ -303,6 +303,12 @@ class StageContext:
     written_name: str = ""  # the stage as written in the spec: a matrix stage for all its expansions
     persisted: list[DataFrame] = field(default_factory=list)
     cache_level: Any = None  # the StorageLevel persist uses (the runtime: DISK_ONLY); None: Spark's default
+    expected_rows: dict[str, tuple[int, Callable[[], DataFrame]]] = field(default_factory=dict)
+
+    def expect_rows(self, output: str, rows: int, otherwise: Callable[[], DataFrame]) -> None:
+        """Output ``output`` must hold exactly ``rows`` rows: when the table written does not, the
+        runtime writes ``otherwise()`` (a slower plan that holds them) in its place and checks it."""
+        self.expected_rows[output] = (rows, otherwise)
 
     def persist(self, df: DataFrame) -> DataFrame:
         """``df`` cached (memory, then disk) until this stage's outputs are written, then released.
