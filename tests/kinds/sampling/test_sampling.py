@@ -199,3 +199,87 @@ def test_exact_thresholds_found_by_buckets_keep_the_lowest_ranked_rows_ties_incl
     monkeypatch.setattr(exact, "_bounds", lambda quotas, totals: {c: -(2**63) + 1 for c in quotas})
     fallback = exact.take_exact(df, quotas, 7, "salt", class_col="cls", persist=persist)
     assert Counter(tuple(r) for r in fallback.collect()) == expected and len(kept) == 3
+
+
+def test_a_sample_drawn_in_one_pass_is_the_exact_paths_rows_and_falls_back_when_short(
+    spark, home, tmp_path: Path
+) -> None:
+    """One size: Spark's top-k of the rows below a bound. 1500 identical rows share one rank: with a
+    seed that puts it above the bound, the pass holds too few rows and the runtime writes the exact
+    plan instead; either way the rows are ``take_exact``'s."""
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    from dagspec.kinds.sampling import exact
+    from dagspec.kinds.sampling.row_hash import row_hash
+
+    source = spark.range(2000).select(F.when(F.col("id") < 1500, F.lit(-1)).otherwise(F.col("id")).alias("v"))
+    source.repartition(4).write.parquet(str(tmp_path / "t"))
+    df = spark.read.parquet(str(tmp_path / "t"))
+    bounds = exact._bounds({"": 300}, {"": 2000})
+    assert bounds is not None and bounds[""] is not None
+
+    def identical_row_below_bound(seed: int) -> bool:
+        rank = spark.range(1).select(F.lit(-1).cast("bigint").alias("v")).select(row_hash(df, seed, "some"))
+        return bool(rank.first()[0] < bounds[""])
+
+    seeds = {below: next(s for s in range(100) if identical_row_below_bound(s) == below) for below in (True, False)}
+    for below, seed in seeds.items():
+        spec = spec_reading(
+            tmp_path / f"p{seed}",
+            tmp_path / "t",
+            f"some: {{kind: sample, inputs: {{data: raw}}, params: {{n: 300, seed: {seed}}}}}",
+        )
+        stage = load_and_run(spark, spec)["some"]
+        got = Counter(r.v for r in spark.read.parquet(stage.output_path("data")).collect())
+        want = Counter(r.v for r in exact.take_exact(df, {"": 300}, seed, "some").collect())
+        assert got == want and sum(got.values()) == 300
+        rewritten = manifest(stage)["metrics"].get("rewritten")
+        if below:  # the identical rows are in the pass: it holds the sample
+            assert rewritten is None and got[-1] > 0
+        else:  # 500 distinct rows, about a fifth of them below the bound: short, written again
+            assert rewritten == {"data": {"rows_first": rewritten["data"]["rows_first"], "expected": 300}}
+            assert 0 < rewritten["data"]["rows_first"] < 300
+
+
+def test_undersample_in_one_pass_keeps_the_exact_paths_rows_and_falls_back_when_short(
+    spark, home, tmp_path: Path
+) -> None:
+    """Classes numbered in a window below their bounds: ``take_exact``'s rows; a class whose 900
+    identical rows lie above its bound leaves the pass short and the exact plan is written instead."""
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    from dagspec.kinds.sampling import exact
+    from dagspec.kinds.sampling.row_hash import row_hash
+
+    # class 1: 900 identical rows and 300 others; class 0: 200 rows (the minority)
+    source = spark.range(1400).select(
+        F.when(F.col("id") < 1200, 1).otherwise(0).alias("label"),
+        F.when(F.col("id") < 900, F.lit(-1)).otherwise(F.col("id")).alias("v"),
+    )
+    source.repartition(3).write.parquet(str(tmp_path / "t"))
+    df = spark.read.parquet(str(tmp_path / "t"))
+    bounds = exact._bounds({"0": 200, "1": 200}, {"0": 200, "1": 1200})
+    assert bounds is not None and bounds["1"] is not None
+
+    def identical_rows_below_bound(seed: int) -> bool:
+        one = spark.range(1).select(F.lit(1).alias("label"), F.lit(-1).cast("bigint").alias("v"))
+        return bool(one.select(row_hash(df, seed, "bal")).first()[0] < bounds["1"])
+
+    for below in (True, False):
+        seed = next(s for s in range(100) if identical_rows_below_bound(s) == below)
+        params = f"{{seed: {seed}}}"
+        spec = spec_reading(
+            tmp_path / f"p{seed}",
+            tmp_path / "t",
+            f"bal: {{kind: undersample, inputs: {{data: raw}}, params: {params}}}",
+        )
+        stage = load_and_run(spark, spec)["bal"]
+        got = Counter(tuple(r) for r in spark.read.parquet(stage.output_path("data")).collect())
+        want = Counter(tuple(r) for r in exact.take_exact(df, {"0": 200, "1": 200}, seed, "bal", "label").collect())
+        assert got == want and sum(got.values()) == 400
+        rewritten = manifest(stage)["metrics"].get("rewritten")
+        assert (rewritten is None) == below, rewritten

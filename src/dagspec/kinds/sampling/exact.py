@@ -67,6 +67,69 @@ def take_exact(
     return _within_thresholds(ranked, _thresholds(ranked.select("__class", "__rank", "__row"), quotas))
 
 
+TOPK_MAX = 100_000  # rows a one-pass draw holds per task (Spark's top-k, or a class's sorted window)
+
+
+def lowest_ranked(
+    df: DataFrame,
+    quotas: Mapping[str, int],
+    seed: int,
+    salt: str,
+    class_col: str | None = None,
+    key: Sequence[str] | None = None,
+    *,
+    totals: Mapping[str, int] | None = None,
+) -> DataFrame | None:
+    """``take_exact``'s rows in one pass over ``df`` when the quotas add up to at most ``TOPK_MAX``:
+    the rows whose rank lies below ``_bounds``' 6-sigma bounds, then (one class) Spark's top-k by
+    (rank, row id), or (classes) each class's rows in that order, numbered in a window and cut at
+    its quota; nothing kept on disk. None when the quotas are larger or the bounds would keep over
+    half the rows. ``totals``: the rows per class, when known.
+
+    The result may hold fewer rows than the quotas (identical rows share a rank, so a group of them
+    lies on one side of a bound; or a 6-sigma miss): the caller has the runtime check the count
+    written (``StageContext.expect_rows``) and fall back to ``take_exact``.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    quotas = {c: q for c, q in quotas.items() if q > 0}
+    if not quotas or sum(quotas.values()) > TOPK_MAX:
+        return None
+    class_key = F.col(class_col).cast("string") if class_col else F.lit("")
+    if totals is None:
+        totals = {"": df.count()} if class_col is None else _class_counts(df.select(class_key.alias("__class")))
+    _require(quotas, totals)
+    bounds = _bounds(quotas, totals)
+    if bounds is None:
+        return None
+    ranked = (
+        df.withColumn("__class", class_key)
+        .withColumn("__rank", row_hash(df, seed, salt, key))
+        .withColumn("__row", F.monotonically_increasing_id())
+    )
+    below = F.lit(False)
+    for cls, bound in bounds.items():
+        rank_ok = F.lit(True) if bound is None else F.col("__rank") < F.lit(bound)
+        below = below | ((F.col("__class") == F.lit(cls)) & rank_ok)
+    candidates = ranked.where(below)
+    if class_col is None:
+        return candidates.orderBy("__rank", "__row").limit(quotas[""]).drop("__class", "__rank", "__row")
+    quota = F.lit(0)
+    for cls, q in quotas.items():
+        quota = F.when(F.col("__class") == F.lit(cls), F.lit(q)).otherwise(quota)
+    place = F.row_number().over(Window.partitionBy("__class").orderBy("__rank", "__row"))
+    placed = candidates.withColumn("__place", place)
+    return placed.where(F.col("__place") <= quota).drop("__class", "__rank", "__row", "__place")
+
+
+def _require(quotas: Mapping[str, int], totals: Mapping[str, int]) -> None:
+    missing = {c: (q, totals.get(c, 0)) for c, q in quotas.items() if totals.get(c, 0) < q}
+    if missing:
+        detail = ", ".join(f"{c or 'all rows'}: asked {q}, have {have}" for c, (q, have) in missing.items())
+        raise StageFailedError(f"not enough rows to sample exactly: {detail}")
+
+
 def _within_thresholds(ranked: DataFrame, thresholds: Mapping[str, tuple[int, int]]) -> DataFrame:
     """The ranked rows at or below their class's (rank, row id) threshold, without the ranking columns."""
     from pyspark.sql import functions as F
@@ -126,10 +189,7 @@ def _thresholds(
     kept = narrow if counted is not None else narrow.persist(StorageLevel.DISK_ONLY)
     try:
         totals = dict(counted) if counted is not None else _class_counts(kept)
-        missing = {c: (q, totals.get(c, 0)) for c, q in quotas.items() if totals.get(c, 0) < q}
-        if missing:
-            detail = ", ".join(f"{c or 'all rows'}: asked {q}, have {have}" for c, (q, have) in missing.items())
-            raise StageFailedError(f"not enough rows to sample exactly: {detail}")
+        _require(quotas, totals)
         wanted = {c: q for c, q in quotas.items() if q > 0}  # the place of the row sought among the candidates
         within = {c: F.lit(True) for c in wanted}  # a class's candidates
         size = {c: totals[c] for c in wanted}

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import Field, model_validator
 
 from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, kind
-from dagspec.kinds.sampling.exact import take_exact
+from dagspec.kinds.sampling.exact import lowest_ranked, take_exact
 from dagspec.kinds.sampling.row_hash import DrawParams
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 class SampleParams(DrawParams):
@@ -43,21 +48,26 @@ def sample(inputs: Inputs, params: SampleParams, ctx: StageContext) -> Outputs:
     df = inputs.table("data")
     sizes = params.output_sizes()
     result = {}
-    if params.nested:
+    if params.nested and len(sizes) > 1:
         largest = max(sizes.values())
         base = take_exact(df, {"": largest}, params.seed, ctx.written_stage, key=params.key, persist=ctx.persist)
-        if len(sizes) > 1:  # read again for each smaller size: kept; one size is only written
-            base = ctx.persist(base)
+        base = ctx.persist(base)  # read again for each smaller size
         for name, size in sizes.items():
             # the same hash ranks the base as it ranked the input: each sample is the input's `size`
             # lowest-ranked rows, so smaller samples nest and do not change when a larger size is added
             result[name] = (
                 take_exact(base, {"": size}, params.seed, ctx.written_stage, key=params.key) if size < largest else base
             )
-    else:
+    else:  # one size, or independent sizes: each from the input
         for name, size in sizes.items():
-            result[name] = take_exact(
-                df, {"": size}, params.seed, f"{ctx.written_stage}/{name}", key=params.key, persist=ctx.persist
-            )
+            salt = ctx.written_stage if params.nested else f"{ctx.written_stage}/{name}"
+
+            def exact(size: int = size, salt: str = salt) -> DataFrame:
+                return take_exact(df, {"": size}, params.seed, salt, key=params.key, persist=ctx.persist)
+
+            fast = lowest_ranked(df, {"": size}, params.seed, salt, key=params.key)  # one pass; may fall short
+            if fast is not None:
+                ctx.expect_rows(name, size, otherwise=exact)
+            result[name] = fast if fast is not None else exact()
     ctx.metrics["sizes"] = sizes
     return result

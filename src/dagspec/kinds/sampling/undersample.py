@@ -7,7 +7,7 @@ from pydantic import Field, field_validator
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, kind
 from dagspec.kinds.quality.labels import class_counts
-from dagspec.kinds.sampling.exact import take_exact
+from dagspec.kinds.sampling.exact import lowest_ranked, take_exact
 from dagspec.kinds.sampling.row_hash import DrawParams
 
 
@@ -40,9 +40,13 @@ def undersample(inputs: Inputs, params: UndersampleParams, ctx: StageContext) ->
     else:
         minority = min(before.values())
         quotas = {c: minority for c in before}
-    result = take_exact(
-        df, quotas, params.seed, ctx.written_stage, params.label_col, params.key, persist=ctx.persist, totals=before
-    )
+    draw = (df, quotas, params.seed, ctx.written_stage, params.label_col, params.key)
+    result = lowest_ranked(*draw, totals=before)  # one pass; may fall short (identical rows)
+    if result is not None:
+        expected = sum(min(q, before.get(c, 0)) for c, q in quotas.items())
+        ctx.expect_rows("data", expected, otherwise=lambda: take_exact(*draw, persist=ctx.persist, totals=before))
+    else:
+        result = take_exact(*draw, persist=ctx.persist, totals=before)
     ctx.metrics["class_counts_before"] = before
     ctx.metrics["class_counts_after"] = {c: min(q, before.get(c, 0)) for c, q in quotas.items()}
     return {"data": result}
