@@ -92,7 +92,11 @@ def as_is_features(df: DataFrame, params: CtrFeaturesParams) -> DataFrame:
         as_long = F.conv(value, 16, 10).try_cast("long")
         # 1 to 8 hex digits: unhex is null for any other character (and costs a tenth of a regex)
         valid = F.octet_length(value).between(1, 8) & F.unhex(value).isNotNull()
-        signed = F.when(as_long >= 2**31, as_long - 2**32).otherwise(as_long)
+        # two's complement by flipping bit 31 (x ^ 2^31 - 2^31): one reference to the parsed value. Spark
+        # does not share a subexpression inside a conditional branch, and `when(x >= 2^31, x - 2^32)
+        # .otherwise(x)` under `when(valid, ...)` parsed every value twice: 14.3 s of JVM CPU against
+        # 9.4 s for the projection of 10^6 rows (bench/RESULTS.md)
+        signed = as_long.bitwiseXOR(F.lit(2**31)) - F.lit(2**31)
         return F.when(valid, signed.cast("int")).alias(name)
 
     return df.select(
