@@ -231,7 +231,7 @@ def _write_outputs(
 
 def _rows_and_schema(spark: SparkSession, path: str) -> tuple[int, str]:
     """A written table's rows and schema: from its Parquet footers, else read back through Spark."""
-    from dagspec.job import footers
+    from dagspec import footers
 
     footed = footers.rows_and_schema(path)
     if footed is None:

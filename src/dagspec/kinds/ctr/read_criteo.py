@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import Field
 
-from dagspec import storage
+from dagspec import footers, storage
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import FILES, InputRole, Inputs, Outputs, StageContext, StageParams, kind
 from dagspec.kinds.ctr.columns import CRITEO_COLUMNS
@@ -129,7 +129,7 @@ def read_criteo(
     delimiter = params.delimiter if params.delimiter is not None else "\t"
     data = ctx.output_path("data")
     good_rows(spark, files, params, delimiter).write.mode("error").parquet(data)
-    written = spark.read.parquet(data).count()
+    written = footers.count_rows(spark, data)
     lines = spark.read.text(files).count()
     stats: dict[str, Any] = {"lines": lines, "headers": 0, "rejected": 0, "floats": 0}
     rejected = no_rejected(ctx)

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from dagspec import checkpoint, storage
+from dagspec import checkpoint, footers, storage
 from dagspec.kinds.base import TABLE, Inputs, Outputs, StageContext, StageParams, kind
 
 
@@ -45,7 +45,7 @@ def export(inputs: Inputs, params: ExportParams, ctx: StageContext) -> Outputs:
         write_text_format(df, staged, params.format)
     else:
         df.write.mode("error").csv(staged, header=params.header)
-    rows = ctx.spark.read.parquet(staged).count() if params.format == "parquet" else None
+    rows = footers.count_rows(ctx.spark, staged) if params.format == "parquet" else None
     checkpoint.publish(staged, target, {"fingerprint": ctx.fingerprint, "dag_id": ctx.dag_id, "stage": ctx.stage_name})
     ctx.metrics["exported_to"] = target
     ctx.metrics["rows"] = rows

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
-from dagspec import storage
+from dagspec import footers, storage
 from dagspec.errors import StageFailedError
 from dagspec.kinds.base import Inputs, Outputs, StageContext, StageParams, kind
 from dagspec.kinds.quality.quarantine import keep_rejected, no_rejected
@@ -145,7 +145,7 @@ def read_text_table(ctx: StageContext, files: list[str], params: ReadParams) -> 
     raw = load(files, schema=full, mode="PERMISSIVE", columnNameOfCorruptRecord=_BAD, **options)
     data = ctx.output_path("data")
     raw.where(F.col(_BAD).isNull()).drop(_BAD).write.mode("error").parquet(data)
-    written = spark.read.parquet(data).count()
+    written = footers.count_rows(spark, data)
     ctx.metrics["files"] = len(files)
     line_by_line = params.format != "json" and not any(k.lower() in _NOT_LINE_BY_LINE for k in options)
     if line_by_line:

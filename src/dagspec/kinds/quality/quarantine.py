@@ -15,11 +15,13 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from dagspec import footers
 from dagspec.checkpoint import Checkpoint
 from dagspec.errors import StageFailedError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row
+    from pyspark.sql.types import StructType
 
     from dagspec.kinds.base import StageContext
 
@@ -27,9 +29,16 @@ QUARANTINE = "rejected"
 ROWS_PER_FILE = 1_000_000
 
 
+def quarantine_schema() -> StructType:
+    """The columns ``keep_rejected`` writes: ``line``, ``reason``, ``file``, all strings."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([StructField(name, StringType()) for name in ("line", "reason", "file")])
+
+
 def no_rejected(ctx: StageContext) -> DataFrame:
     """The quarantine of a reader that rejected nothing (the columns ``keep_rejected`` writes)."""
-    return ctx.spark.createDataFrame([], "line STRING, reason STRING, file STRING")
+    return ctx.spark.createDataFrame([], quarantine_schema())
 
 
 def committed_path(ctx: StageContext, name: str) -> str:
@@ -52,7 +61,9 @@ def keep_rejected(
     ``rejected`` has the columns ``line``, ``reason`` and ``file``.
     """
     files = max(1, math.ceil(rejected_n / ROWS_PER_FILE))  # coalesce never adds partitions
-    rejected.coalesce(files).write.mode("error").parquet(ctx.output_path(QUARANTINE))
+    # nothing rejected (the usual case): the empty table is written without a Spark job
+    if rejected_n or not footers.write_empty(ctx.output_path(QUARANTINE), quarantine_schema()):
+        rejected.coalesce(files).write.mode("error").parquet(ctx.output_path(QUARANTINE))
     fraction = rejected_n / rows_read if rows_read else 0.0
     ctx.metrics.update(
         {

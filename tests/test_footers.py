@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dagspec.job.footers import rows_and_schema
+from dagspec.footers import rows_and_schema
 
 
 def _spark_says(spark, path: Path) -> tuple[int, str]:
@@ -56,3 +56,32 @@ def test_what_the_footers_cannot_answer_exactly_is_left_to_spark(spark, tmp_path
 
     assert rows_and_schema(str(tmp_path / "missing")) is None
     assert rows_and_schema("s3a://bucket/table") is None
+
+
+def test_an_empty_table_written_without_spark_reads_back_as_spark_writes_it(spark, tmp_path: Path) -> None:
+    import pytest
+    from pyspark.sql.types import ArrayType, DoubleType, LongType, StringType, StructField, StructType
+
+    from dagspec.footers import write_empty
+
+    schema = StructType(
+        [
+            StructField("line", StringType()),
+            StructField("n", LongType(), False),
+            StructField("a", ArrayType(DoubleType())),
+        ]
+    )
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    assert write_empty(str(ours), schema)
+    spark.createDataFrame([], schema).write.parquet(str(theirs))
+    assert (ours / "_SUCCESS").exists()
+    assert (
+        rows_and_schema(str(ours))
+        == rows_and_schema(str(theirs))
+        == (0, "struct<line:string,n:bigint,a:array<double>>")
+    )
+    read_back = spark.read.parquet(str(ours))
+    assert read_back.count() == 0 and read_back.schema == spark.read.parquet(str(theirs)).schema
+    with pytest.raises(FileExistsError):  # never over a folder that is there, as Spark's mode "error"
+        write_empty(str(ours), schema)
+    assert not write_empty("s3a://bucket/empty", schema)
