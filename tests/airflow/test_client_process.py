@@ -30,7 +30,8 @@ if args == ["--stage-on-stdin"]:
     os.environ.clear()
     os.environ.update(message["env"])
     args = message["args"]
-print(json.dumps({"pid": os.getpid(), "args": args, "task": os.environ.get("AIRFLOW_CTX_TASK_ID")}))
+print(json.dumps({"pid": os.getpid(), "args": args, "task": os.environ.get("AIRFLOW_CTX_TASK_ID"),
+                  "url": os.environ.get("DAGSPEC_CONNECT_URL")}))
 """
 COMMAND = [sys.executable, "-c", FAKE_CLIENT]
 
@@ -58,11 +59,11 @@ def test_the_next_stage_runs_in_the_process_started_ahead_with_its_own_task_envi
     monkeypatch.setenv(AHEAD_VAR, "1")
     first, ahead = start_client(COMMAND, ["--force", "stage-a"], task_env("a"))
     assert not ahead
-    assert result(first) == {"pid": first.pid, "args": ["--force", "stage-a"], "task": "a"}
+    assert result(first) == {"pid": first.pid, "args": ["--force", "stage-a"], "task": "a", "url": None}
     (waiting,) = client_process._waiting.values()
     second, ahead = start_client(COMMAND, ["stage-b"], task_env("b"))
     assert ahead and second is waiting
-    assert result(second) == {"pid": waiting.pid, "args": ["stage-b"], "task": "b"}
+    assert result(second) == {"pid": waiting.pid, "args": ["stage-b"], "task": "b", "url": None}
     assert len(client_process._waiting) == 1  # and one more for the stage after
 
 
@@ -70,10 +71,41 @@ def test_a_process_started_for_another_environment_is_stopped_not_used(monkeypat
     monkeypatch.setenv(AHEAD_VAR, "1")
     start_client(COMMAND, ["stage-a"], task_env("a"))[0].communicate(timeout=60)
     (waiting,) = client_process._waiting.values()
-    other, ahead = start_client(COMMAND, ["stage-b"], task_env("b", DAGSPEC_CONNECT_URL="sc://elsewhere:15002"))
+    other, ahead = start_client(COMMAND, ["stage-b"], task_env("b", PYTHONPATH="/somewhere/else"))
     assert not ahead and other is not waiting
     assert result(other)["args"] == ["stage-b"]
     assert waiting.wait(timeout=10) is not None
+
+
+def test_the_first_stage_takes_the_client_started_before_airflow_with_the_operators_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``start_first`` (the ``dags test`` process, before Airflow): the variables the operator adds
+    for the stage, and the DAG Airflow parsed the file for, are the stage's; nothing else may differ."""
+    monkeypatch.setenv(AHEAD_VAR, "1")
+    before_airflow = {"PATH": os.environ["PATH"], "OMP_NUM_THREADS": "2"}
+    client_process.start_first(COMMAND, before_airflow)
+    (waiting,) = client_process._waiting.values()
+    operators = {
+        **before_airflow,
+        "PATH": f"/venv/bin:{os.environ['PATH']}",
+        "PYSPARK_PYTHON": sys.executable,
+        "DAGSPEC_HOME": "/project",
+        "DAGSPEC_CONNECT_URL": "sc://127.0.0.1:15002",
+        "DAGSPEC_CONNECT_LOCAL": "1",
+        "_AIRFLOW_PARSING_CONTEXT_DAG_ID": "pipe",
+    }
+    first, ahead = start_client(COMMAND, ["stage-a"], task_env("a", **operators))
+    assert ahead and first is waiting
+    expected = {"pid": waiting.pid, "args": ["stage-a"], "task": "a", "url": "sc://127.0.0.1:15002"}
+    assert result(first) == expected
+    # one started with another value of a variable read at start (OMP_NUM_THREADS: numpy's import) is not used
+    client_process._stop_waiting()  # the one started ahead for the next stage
+    client_process.start_first(COMMAND, {**before_airflow, "OMP_NUM_THREADS": "8"})
+    (stale,) = client_process._waiting.values()
+    again, ahead = start_client(COMMAND, ["stage-b"], task_env("b", **operators))
+    assert not ahead and again is not stale and result(again)["url"] == "sc://127.0.0.1:15002"
+    assert stale.wait(timeout=10) is not None
 
 
 def test_without_the_variable_nothing_is_started_ahead(monkeypatch: pytest.MonkeyPatch) -> None:

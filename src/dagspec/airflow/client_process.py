@@ -9,9 +9,14 @@ its stage's arguments and environment on stdin. Elsewhere (a worker runs every t
 its own) nothing is started ahead: the process would end with the task, unused.
 
 A client started ahead is only used by a stage run with the same command and the same
-environment, except Airflow's per-task variables (``AIRFLOW_CTX_*``, ``__AIRFLOW_SUPERVISOR_FD``).
-Those arrive with the stage, with the rest of its environment, over the pipe: never in argv,
-where other users can read them.
+environment, except Airflow's per-task variables (``AIRFLOW_CTX_*``, ``__AIRFLOW_SUPERVISOR_FD``,
+``_AIRFLOW_PARSING_CONTEXT_*``)
+and the ones the operator sets for the stage that a client reads only once its stage has come
+(``READ_AFTER_HANDOVER``: no module it imports before reads them). Those arrive with the stage,
+with the rest of its environment, over the pipe: never in argv, where other users can read them.
+
+The first stage's client is started by the ``dags test`` process itself, before it imports
+Airflow (``start_first``): it imports while Airflow starts and builds its execution API.
 """
 
 from __future__ import annotations
@@ -27,13 +32,36 @@ from collections.abc import Mapping, Sequence
 from dagspec.plan.modes import STAGE_ON_STDIN
 
 AHEAD_VAR = "DAGSPEC_CLIENT_AHEAD"
-_PER_TASK_PREFIXES = ("AIRFLOW_CTX_", "__AIRFLOW_")  # the task context, its supervisor's socket
+# the task context, its supervisor's socket, the DAG and task Airflow parsed the file for
+_PER_TASK_PREFIXES = ("AIRFLOW_CTX_", "__AIRFLOW_", "_AIRFLOW_PARSING_CONTEXT_")
+READ_AFTER_HANDOVER = frozenset(
+    {
+        "PATH",
+        "PYSPARK_PYTHON",
+        "PYSPARK_DRIVER_PYTHON",
+        "DAGSPEC_HOME",
+        "DAGSPEC_PLUGINS",
+        "DAGSPEC_CONNECT_URL",
+        "DAGSPEC_CONNECT_LOCAL",
+    }
+)
 
 _waiting: dict[tuple[object, ...], subprocess.Popen[str]] = {}
 
 
 def _key(command: Sequence[str], env: Mapping[str, str]) -> tuple[object, ...]:
-    return (tuple(command), tuple(sorted((k, v) for k, v in env.items() if not k.startswith(_PER_TASK_PREFIXES))))
+    started_with = (
+        (k, v) for k, v in env.items() if not k.startswith(_PER_TASK_PREFIXES) and k not in READ_AFTER_HANDOVER
+    )
+    return (tuple(command), tuple(sorted(started_with)))
+
+
+def start_first(command: Sequence[str], env: Mapping[str, str]) -> None:
+    """Start a client that waits for a stage run with ``command`` (the first task's): with
+    ``$DAGSPEC_CLIENT_AHEAD=1``, before the process imports Airflow. One that no stage takes is
+    stopped when the next client is started ahead, or at exit."""
+    if os.environ.get(AHEAD_VAR) == "1":
+        _waiting[_key(command, env)] = _popen([*command, STAGE_ON_STDIN], env, waits=True)
 
 
 def _popen(argv: Sequence[str], env: Mapping[str, str], *, waits: bool) -> subprocess.Popen[str]:
