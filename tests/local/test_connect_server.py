@@ -43,15 +43,18 @@ def _server_pid() -> int:
     return found[0].processes[0].pid
 
 
-def _client_running(stage: str) -> bool:
+def _client_running(run_dir: Path) -> bool:
+    """A stage's Connect client of the run whose environment names ``run_dir`` is alive (a client
+    started ahead has its stage from stdin: not in its argv)."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+            environ = (proc / "environ").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        if "run_stage.py" in cmdline and '"dag_id":"connect_kill"' in cmdline and f'"name":"{stage}"' in cmdline:
+        if "run_stage.py" in cmdline and f"DAGSPEC_RUN_DIR={run_dir}\0" in environ:
             return True
     return False
 
@@ -131,7 +134,7 @@ def test_a_killed_server_fails_the_attempt_clearly_and_the_retry_restarts_it(
         # the attempt folder exists once the client has its session and the lease: the query is next
         while time.time() < deadline and run.poll() is None and not list(attempts.glob("_tmp-*")):
             time.sleep(0.1)
-        assert _client_running("slow"), "the stage ended before the server could be killed"
+        assert _client_running(tmp_path / "run"), "the stage ended before the server could be killed"
         time.sleep(1)
         os.killpg(old_pid, signal.SIGKILL)
         output = run.communicate(timeout=600)[0]
