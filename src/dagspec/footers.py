@@ -35,6 +35,15 @@ def count_rows(spark: SparkSession, path: str) -> int:
     return footed[0] if footed is not None else spark.read.parquet(path).count()
 
 
+def describe(spark: SparkSession, path: str) -> tuple[int, str]:
+    """(rows, schema) of the Parquet folder ``path``: from its footers, else read back through Spark."""
+    footed = rows_and_schema(path)
+    if footed is None:
+        written = spark.read.parquet(path)
+        footed = written.count(), written.schema.simpleString()
+    return footed
+
+
 def rows_and_schema(path: str) -> tuple[int, str] | None:
     """(rows, Spark's ``simpleString`` of the schema) of the Parquet folder ``path``, or None."""
     if not storage.is_local(path):

@@ -10,9 +10,8 @@ its own) nothing is started ahead: the process would end with the task, unused.
 
 A client started ahead is only used by a stage run with the same command and the same
 environment, except Airflow's per-task variables (``AIRFLOW_CTX_*``, ``__AIRFLOW_SUPERVISOR_FD``,
-``_AIRFLOW_PARSING_CONTEXT_*``)
-and the ones the operator sets for the stage that a client reads only once its stage has come
-(``READ_AFTER_HANDOVER``: no module it imports before reads them). Those arrive with the stage,
+``_AIRFLOW_PARSING_CONTEXT_*``) and the ones the operator sets for the stage that a client reads
+only once its stage has come (``READ_AFTER_HANDOVER``: no module it imports before reads them). Those arrive with the stage,
 with the rest of its environment, over the pipe: never in argv, where other users can read them.
 
 The first stage's client is started by the ``dags test`` process itself, before it imports

@@ -201,7 +201,7 @@ def _write_outputs(
     A returned DataFrame that is one of the stage's input DataFrames itself (``unchanged``: its
     id -> the input's committed folder) is the same data: its files are linked, not re-encoded.
     """
-    from dagspec import storage
+    from dagspec import footers, storage
 
     for name, df in outputs.items():
         if name not in stage.outputs:
@@ -220,7 +220,7 @@ def _write_outputs(
         if not storage.exists(path):
             raise DagspecError(f"stage {stage.name!r} did not write its output {name!r}")
         if type_ == IOType.TABLE:
-            rows, schema = _rows_and_schema(spark, path)
+            rows, schema = footers.describe(spark, path)
             if name in context.expected_rows and rows != context.expected_rows[name][0]:
                 rows, schema = _rewrite(spark, stage, context, name, rows)
             described[name] = {"type": type_.value, "rows": rows, "schema": schema}
@@ -229,20 +229,9 @@ def _write_outputs(
     return described
 
 
-def _rows_and_schema(spark: SparkSession, path: str) -> tuple[int, str]:
-    """A written table's rows and schema: from its Parquet footers, else read back through Spark."""
-    from dagspec import footers
-
-    footed = footers.rows_and_schema(path)
-    if footed is None:
-        written = spark.read.parquet(path)
-        footed = written.count(), written.schema.simpleString()
-    return footed
-
-
 def _rewrite(spark: SparkSession, stage: ResolvedStage, context: StageContext, name: str, rows: int) -> tuple[int, str]:
     """Output ``name`` holds ``rows`` rows, not the ones the kind expects: write its fallback plan instead."""
-    from dagspec import storage
+    from dagspec import footers, storage
 
     expected, otherwise = context.expected_rows[name]
     log.info(
@@ -256,7 +245,7 @@ def _rewrite(spark: SparkSession, stage: ResolvedStage, context: StageContext, n
     storage.delete(path)
     otherwise().write.mode("error").parquet(path)
     context.metrics.setdefault("rewritten", {})[name] = {"rows_first": rows, "expected": expected}
-    rows, schema = _rows_and_schema(spark, path)
+    rows, schema = footers.describe(spark, path)
     if rows != expected:
         raise StageFailedError(
             f"stage {stage.name!r}: output {name!r} holds {rows} rows where {expected} were expected"

@@ -42,24 +42,13 @@ def take_exact(
     and the rows come from them; when they do not hold a class's quota (identical rows share a
     rank), the two passes over the input run instead. ``totals``: the rows per class, when known.
     """
-    from pyspark.sql import functions as F
-
-    class_key = F.col(class_col).cast("string") if class_col else F.lit("")
-    ranked = (
-        df.withColumn("__class", class_key)
-        .withColumn("__rank", row_hash(df, seed, salt, key))
-        .withColumn("__row", F.monotonically_increasing_id())
-    )
+    ranked = _ranked(df, seed, salt, class_col, key)
     if persist is not None:
         if totals is None:
             totals = _class_counts(ranked.select("__class"))
         bounds = _bounds(quotas, totals)
         if bounds is not None:
-            below = F.lit(False)
-            for cls, bound in bounds.items():
-                rank_ok = F.lit(True) if bound is None else F.col("__rank") < F.lit(bound)
-                below = below | ((F.col("__class") == F.lit(cls)) & rank_ok)
-            kept = persist(ranked.where(below))
+            kept = persist(ranked.where(_below(bounds)))
             held = _class_counts(kept)
             if all(held.get(c, 0) >= q for c, q in quotas.items() if q > 0):
                 thresholds = _thresholds(kept.select("__class", "__rank", "__row"), quotas, counted=held)
@@ -96,23 +85,14 @@ def lowest_ranked(
     quotas = {c: q for c, q in quotas.items() if q > 0}
     if not quotas or sum(quotas.values()) > TOPK_MAX:
         return None
-    class_key = F.col(class_col).cast("string") if class_col else F.lit("")
+    ranked = _ranked(df, seed, salt, class_col, key)
     if totals is None:
-        totals = {"": df.count()} if class_col is None else _class_counts(df.select(class_key.alias("__class")))
+        totals = _class_counts(ranked.select("__class"))
     _require(quotas, totals)
     bounds = _bounds(quotas, totals)
     if bounds is None:
         return None
-    ranked = (
-        df.withColumn("__class", class_key)
-        .withColumn("__rank", row_hash(df, seed, salt, key))
-        .withColumn("__row", F.monotonically_increasing_id())
-    )
-    below = F.lit(False)
-    for cls, bound in bounds.items():
-        rank_ok = F.lit(True) if bound is None else F.col("__rank") < F.lit(bound)
-        below = below | ((F.col("__class") == F.lit(cls)) & rank_ok)
-    candidates = ranked.where(below)
+    candidates = ranked.where(_below(bounds))
     if class_col is None:
         return candidates.orderBy("__rank", "__row").limit(quotas[""]).drop("__class", "__rank", "__row")
     quota = F.lit(0)
@@ -121,6 +101,29 @@ def lowest_ranked(
     place = F.row_number().over(Window.partitionBy("__class").orderBy("__rank", "__row"))
     placed = candidates.withColumn("__place", place)
     return placed.where(F.col("__place") <= quota).drop("__class", "__rank", "__row", "__place")
+
+
+def _ranked(df: DataFrame, seed: int, salt: str, class_col: str | None, key: Sequence[str] | None) -> DataFrame:
+    """``df`` with ``__class`` (the class as a string, or ''), ``__rank`` (``row_hash``) and ``__row`` (an id)."""
+    from pyspark.sql import functions as F
+
+    class_key = F.col(class_col).cast("string") if class_col else F.lit("")
+    return (
+        df.withColumn("__class", class_key)
+        .withColumn("__rank", row_hash(df, seed, salt, key))
+        .withColumn("__row", F.monotonically_increasing_id())
+    )
+
+
+def _below(bounds: Mapping[str, int | None]) -> Column:
+    """A ranked row of a class with a bound, below it (``_bounds``; None: every row of the class)."""
+    from pyspark.sql import functions as F
+
+    below = F.lit(False)
+    for cls, bound in bounds.items():
+        rank_ok = F.lit(True) if bound is None else F.col("__rank") < F.lit(bound)
+        below = below | ((F.col("__class") == F.lit(cls)) & rank_ok)
+    return below
 
 
 def _require(quotas: Mapping[str, int], totals: Mapping[str, int]) -> None:
